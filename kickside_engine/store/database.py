@@ -1,0 +1,180 @@
+"""The engine's handle on its database: one SQLAlchemy engine, one schema, one dialect.
+
+A :class:`Database` is built from a URL (the engine then owns the SQLAlchemy engine and tunes
+it: SQLite in WAL mode with a busy timeout, foreign keys on, and write transactions started with
+``BEGIN IMMEDIATE``) or from the host application's own SQLAlchemy ``Engine``, in which case
+Kickside uses it as it is, so runtime SQL follows the host's database mapping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError
+
+from kickside_engine.config import DatabaseConfig, display_url, resolve_database_config
+from kickside_engine.errors import ConfigurationError, DatabaseUnavailableError
+from kickside_engine.store.tables import Tables, build_tables
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_READ_ONLY = "kickside_read_only"
+
+
+class Database:
+    """A configured Kickside database.
+
+    Use :meth:`from_url` to let Kickside create and own the SQLAlchemy engine, or pass the host
+    application's ``Engine`` to the constructor.
+    """
+
+    def __init__(self, engine: Engine, *, schema: str | None = None, owns_engine: bool = False):
+        dialect = engine.dialect.name
+        if dialect not in ("sqlite", "postgresql"):
+            raise ConfigurationError(f"unsupported database {dialect!r}: use SQLite or PostgreSQL")
+        if schema is not None and dialect != "postgresql":
+            raise ConfigurationError("a schema name is only supported on PostgreSQL")
+        self.engine = engine
+        self.schema = schema
+        self.dialect: str = dialect
+        self.tables: Tables = build_tables(schema)
+        self._owns_engine = owns_engine
+
+    @classmethod
+    def from_url(
+        cls, url: str | URL | None = None, *, schema: str | None = None, pool_size: int = 5
+    ) -> Database:
+        """Create a database handle from a URL (see :mod:`kickside_engine.config`)."""
+        config = resolve_database_config(url, schema=schema)
+        return cls(
+            _create_engine(config, pool_size=pool_size), schema=config.schema, owns_engine=True
+        )
+
+    @property
+    def is_postgresql(self) -> bool:
+        return self.dialect == "postgresql"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    def display_url(self) -> str:
+        """The database URL with its password masked."""
+        return display_url(self.engine.url)
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A connection in a write transaction, committed on success, rolled back on error."""
+        with translate_errors(self), self.engine.begin() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection in a read-only transaction (a deferred one on SQLite)."""
+        with translate_errors(self), self.engine.connect() as conn:
+            conn = conn.execution_options(**{_READ_ONLY: True})
+            with conn.begin():
+                yield conn
+
+    def dispose(self) -> None:
+        """Close pooled connections if Kickside created the engine."""
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"Database({self.display_url()!r}, schema={self.schema!r})"
+
+
+@contextlib.contextmanager
+def translate_errors(db: Database | None = None) -> Iterator[None]:
+    """Turn "cannot reach the database" driver errors into :class:`DatabaseUnavailableError`."""
+    try:
+        yield
+    except OperationalError as exc:
+        if _is_connection_failure(exc):
+            where = db.display_url() if db is not None else "the database"
+            raise DatabaseUnavailableError(
+                f"cannot reach {where}: {_first_line(exc.orig)}"
+            ) from exc
+        raise
+
+
+def _is_connection_failure(exc: DBAPIError) -> bool:
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    module = type(orig).__module__
+    if module.startswith("psycopg"):
+        import psycopg
+
+        return isinstance(orig, psycopg.OperationalError) and (
+            getattr(orig, "sqlstate", None) is None
+            or str(getattr(orig, "sqlstate", "")).startswith(("08", "57P", "3D000", "28"))
+        )
+    if module.startswith("sqlite3"):
+        return "unable to open database" in str(orig)
+    return False
+
+
+def _first_line(orig: BaseException | None) -> str:
+    text = str(orig or "").strip().splitlines()
+    return text[0] if text else "connection failed"
+
+
+def _create_engine(config: DatabaseConfig, *, pool_size: int) -> Engine:
+    if config.dialect == "sqlite":
+        return _create_sqlite_engine(config.url)
+    try:
+        return create_engine(
+            config.url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            pool_recycle=1800,
+            connect_args={"connect_timeout": 10, "application_name": "kickside"},
+        )
+    except NoSuchModuleError:
+        raise ConfigurationError(
+            f"no driver for {config.display_url()}: install psycopg (pip install 'psycopg[binary]')"
+        ) from None
+
+
+def _create_sqlite_engine(url: URL) -> Engine:
+    if url.database:
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the driver so BEGIN is ours to emit (below).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Writers take the write lock up front: a deferred transaction that reads, then writes,
+        # fails with SQLITE_BUSY instead of waiting when another writer got there first.
+        if conn.get_execution_options().get(_READ_ONLY):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def connect_database(
+    url: str | URL | None = None, *, schema: str | None = None, engine: Engine | None = None
+) -> Database:
+    """Open Kickside's database from a URL (or the environment), or wrap a host's engine."""
+    if engine is not None:
+        return Database(engine, schema=schema)
+    return Database.from_url(url, schema=schema)

@@ -1,0 +1,272 @@
+"""The engine's tables, as SQLAlchemy Core metadata.
+
+The migrations in ``kickside_engine/migrations`` create exactly this schema (a test compares the
+two on both backends). Tables are built per PostgreSQL schema name, so statements compiled from
+them are always schema-qualified and never depend on the connection's ``search_path``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    false,
+)
+
+from kickside_engine.store.types import JSONDocument, UTCDateTime
+
+JOB_STATES = (
+    "scheduled",
+    "available",
+    "executing",
+    "retryable",
+    "completed",
+    "cancelled",
+    "discarded",
+    "parked",
+    "disabled",
+)
+FINAL_STATES = ("completed", "cancelled", "discarded")
+JOB_KINDS = ("oneshot", "slot")
+RUN_OUTCOMES = (
+    "completed",
+    "failed",
+    "snoozed",
+    "cancelled",
+    "discarded",
+    "timeout",
+    "crashed",
+    "rescued",
+)
+
+#: An auto-incrementing 64-bit key (SQLite only auto-increments INTEGER PRIMARY KEY).
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The engine's tables in one schema."""
+
+    metadata: MetaData
+    job: Table
+    job_run: Table
+    queue: Table
+    node: Table
+    setting: Table
+    recurring_execution: Table
+    audit: Table
+
+
+@lru_cache(maxsize=16)
+def build_tables(schema: str | None = None) -> Tables:
+    """The engine's tables, qualified with ``schema`` (None: the connection's default)."""
+    md = MetaData(schema=schema, naming_convention=NAMING_CONVENTION)
+
+    job = Table(
+        "kickside_job",
+        md,
+        Column("id", Uuid(), primary_key=True),
+        Column("kind", String(16), nullable=False, server_default="oneshot"),
+        Column("state", String(16), nullable=False),
+        Column("queue", String(128), nullable=False, server_default="default"),
+        Column("worker", String(255), nullable=False),
+        Column("args", JSONDocument, nullable=False),
+        Column("meta", JSONDocument, nullable=False),
+        Column("tags", JSONDocument, nullable=False),
+        Column("errors", JSONDocument, nullable=False),
+        Column("attempt", Integer, nullable=False, server_default="0"),
+        Column("max_attempts", Integer, nullable=False, server_default="20"),
+        Column("priority", SmallInteger, nullable=False, server_default="0"),
+        Column("unique_key", String(64), nullable=True),
+        # Slot identity (namespace, scope, identity_key); also usable by one-shot jobs.
+        Column("namespace", String(255), nullable=True),
+        Column("scope", String(255), nullable=True),
+        Column("identity_key", String(255), nullable=True),
+        Column("concurrency_key", String(255), nullable=True),
+        # Wake demand: ordinary demand (new work) and control wakes (operator/API dispatch).
+        Column("demand_pending", Boolean, nullable=False, server_default=false()),
+        Column("control_pending", Boolean, nullable=False, server_default=false()),
+        Column("demand_seq", BigInteger, nullable=False, server_default="0"),
+        # The lease: who holds the job, with which fencing token, until when.
+        Column("lease_owner", String(255), nullable=True),
+        Column("lease_token", Uuid(), nullable=True),
+        Column("lease_expires_at", UTCDateTime, nullable=True),
+        Column("rescue_count", Integer, nullable=False, server_default="0"),
+        Column("max_execution_ms", BigInteger, nullable=True),
+        Column("inserted_at", UTCDateTime, nullable=False),
+        Column("scheduled_at", UTCDateTime, nullable=False),
+        Column("attempted_at", UTCDateTime, nullable=True),
+        Column("completed_at", UTCDateTime, nullable=True),
+        Column("cancelled_at", UTCDateTime, nullable=True),
+        Column("discarded_at", UTCDateTime, nullable=True),
+        Column("finalized_at", UTCDateTime, nullable=True),
+        Column("updated_at", UTCDateTime, nullable=False),
+        CheckConstraint(_in("state", JOB_STATES), name="state"),
+        CheckConstraint(_in("kind", JOB_KINDS), name="kind"),
+        CheckConstraint("priority BETWEEN 0 AND 9", name="priority"),
+        CheckConstraint("max_attempts >= 1", name="max_attempts"),
+        CheckConstraint("attempt >= 0", name="attempt"),
+        CheckConstraint(
+            f"({_in('state', FINAL_STATES)}) = (finalized_at IS NOT NULL)", name="finalized"
+        ),
+        CheckConstraint(
+            "state <> 'executing' OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL"
+            " AND lease_expires_at IS NOT NULL)",
+            name="executing_lease",
+        ),
+        CheckConstraint(
+            "kind <> 'slot' OR (namespace IS NOT NULL AND scope IS NOT NULL"
+            " AND identity_key IS NOT NULL)",
+            name="slot_identity",
+        ),
+        CheckConstraint("state NOT IN ('parked', 'disabled') OR kind = 'slot'", name="slot_state"),
+    )
+    Index(
+        "ix_kickside_job_fetch",
+        job.c.state,
+        job.c.queue,
+        job.c.priority,
+        job.c.scheduled_at,
+        job.c.id,
+    )
+    Index(None, job.c.worker, job.c.state)
+    Index(None, job.c.inserted_at)
+    Index(None, job.c.finalized_at)
+    Index("ix_kickside_job_lease", job.c.state, job.c.lease_expires_at)
+    Index("ix_kickside_job_concurrency", job.c.concurrency_key, job.c.state)
+    Index("uq_kickside_job_unique_key", job.c.unique_key, unique=True)
+    Index("uq_kickside_job_identity", job.c.namespace, job.c.scope, job.c.identity_key, unique=True)
+    Index("ix_kickside_job_tags", job.c.tags, postgresql_using="gin").ddl_if(dialect="postgresql")
+
+    job_run = Table(
+        "kickside_job_run",
+        md,
+        Column("id", BigId, primary_key=True, autoincrement=True),
+        Column(
+            "job_id",
+            Uuid(),
+            ForeignKey(job.c.id, ondelete="CASCADE"),
+            nullable=False,
+        ),
+        Column("attempt", Integer, nullable=False),
+        Column("queue", String(128), nullable=False),
+        Column("worker", String(255), nullable=False),
+        Column("node", String(255), nullable=False),
+        Column("lease_token", Uuid(), nullable=False),
+        Column("code_version", String(128), nullable=True),
+        Column("queue_ms", BigInteger, nullable=True),
+        Column("started_at", UTCDateTime, nullable=False),
+        Column("finished_at", UTCDateTime, nullable=True),
+        Column("duration_ms", BigInteger, nullable=True),
+        Column("outcome", String(16), nullable=True),
+        Column("error", Text, nullable=True),
+        CheckConstraint(f"outcome IS NULL OR {_in('outcome', RUN_OUTCOMES)}", name="outcome"),
+        CheckConstraint("(outcome IS NULL) = (finished_at IS NULL)", name="settled"),
+    )
+    Index(None, job_run.c.job_id, job_run.c.attempt)
+    Index(None, job_run.c.finished_at)
+    Index("uq_kickside_job_run_lease_token", job_run.c.lease_token, unique=True)
+
+    queue = Table(
+        "kickside_queue",
+        md,
+        Column("name", String(128), primary_key=True),
+        Column("paused", Boolean, nullable=False, server_default=false()),
+        Column("paused_at", UTCDateTime, nullable=True),
+        Column("paused_by", String(255), nullable=True),
+        Column("updated_at", UTCDateTime, nullable=False),
+    )
+
+    node = Table(
+        "kickside_node",
+        md,
+        Column("name", String(255), primary_key=True),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("queues", JSONDocument, nullable=False),
+        Column("code_version", String(128), nullable=True),
+        Column("executors_busy", Integer, nullable=False, server_default="0"),
+        Column("executors_total", Integer, nullable=False, server_default="0"),
+        Column("started_at", UTCDateTime, nullable=False),
+        Column("heartbeat_at", UTCDateTime, nullable=False),
+    )
+    Index(None, node.c.heartbeat_at)
+
+    setting = Table(
+        "kickside_setting",
+        md,
+        Column("namespace", String(255), nullable=False),
+        Column("key", String(255), nullable=False),
+        Column("value", JSONDocument, nullable=False),
+        Column("updated_at", UTCDateTime, nullable=False),
+        Column("updated_by", String(255), nullable=True),
+        PrimaryKeyConstraint("namespace", "key"),
+    )
+
+    recurring_execution = Table(
+        "kickside_recurring_execution",
+        md,
+        Column("id", BigId, primary_key=True, autoincrement=True),
+        Column("key", String(255), nullable=False),
+        Column("run_at", UTCDateTime, nullable=False),
+        Column("job_id", Uuid(), nullable=True),
+        UniqueConstraint("key", "run_at"),
+    )
+
+    audit = Table(
+        "kickside_audit",
+        md,
+        Column("id", BigId, primary_key=True, autoincrement=True),
+        Column("at", UTCDateTime, nullable=False),
+        Column("actor", String(255), nullable=False),
+        Column("host", String(255), nullable=False),
+        Column("action", String(64), nullable=False),
+        Column("target_type", String(32), nullable=False),
+        Column("target", String(512), nullable=False),
+        Column("details", JSONDocument, nullable=False),
+    )
+    Index(None, audit.c.at)
+
+    return Tables(
+        metadata=md,
+        job=job,
+        job_run=job_run,
+        queue=queue,
+        node=node,
+        setting=setting,
+        recurring_execution=recurring_execution,
+        audit=audit,
+    )
+
+
+#: Tables for the default (unqualified) schema.
+TABLES = build_tables(None)
+metadata = TABLES.metadata

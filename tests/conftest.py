@@ -1,0 +1,112 @@
+"""Fixtures that run every persistence test on SQLite and on PostgreSQL.
+
+PostgreSQL comes from ``KICKSIDE_TEST_POSTGRES_URL`` (default: the local server). Each test gets
+its own schema, dropped afterwards. Without a reachable server the PostgreSQL cases skip with the
+reason, except under ``CI=true``, where they fail: CI never passes on SQLite alone.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from kickside_engine import Database, connect_database, migrate
+
+PG_URL = os.environ.get(
+    "KICKSIDE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+BACKENDS = ("sqlite", "postgresql")
+
+
+@cache
+def _postgres_problem() -> str | None:
+    engine = sa.create_engine(PG_URL, connect_args={"connect_timeout": 5})
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except Exception as exc:
+        return f"PostgreSQL not reachable at {PG_URL}: {str(exc).splitlines()[0]}"
+    finally:
+        engine.dispose()
+    return None
+
+
+def require_postgres() -> None:
+    """Skip (or, under CI, fail) when the test PostgreSQL server cannot be reached."""
+    problem = _postgres_problem()
+    if problem is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{problem} (CI=true: PostgreSQL tests must run)")
+    pytest.skip(problem)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a test's database lives: enough for another process to open it."""
+
+    backend: str
+    url: str
+    schema: str | None
+
+    def open(self) -> Database:
+        return connect_database(self.url, schema=self.schema)
+
+    def cli_args(self) -> list[str]:
+        args = ["--database-url", self.url]
+        if self.schema:
+            args += ["--schema", self.schema]
+        return args
+
+
+def _drop_schema(schema: str) -> None:
+    engine = sa.create_engine(PG_URL)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgresql":
+        require_postgres()
+    return str(request.param)
+
+
+@pytest.fixture
+def target(backend: str, tmp_path: Path) -> Iterator[Target]:
+    """An empty, isolated database location on the test's backend."""
+    if backend == "sqlite":
+        yield Target("sqlite", f"sqlite:///{tmp_path / 'kickside.sqlite3'}", None)
+        return
+    schema = f"kst_{uuid.uuid4().hex[:16]}"
+    try:
+        yield Target("postgresql", PG_URL, schema)
+    finally:
+        _drop_schema(schema)
+
+
+@pytest.fixture
+def empty_db(target: Target) -> Iterator[Database]:
+    """A database handle with no Kickside tables yet."""
+    db = target.open()
+    try:
+        yield db
+    finally:
+        db.dispose()
+
+
+@pytest.fixture
+def db(empty_db: Database) -> Database:
+    """A database handle migrated to head."""
+    migrate.upgrade(empty_db)
+    return empty_db

@@ -1,0 +1,129 @@
+"""Migrations create exactly the engine's schema, round-trip, and refuse unknown revisions."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from kickside_engine import Database, MigrationError, NotFoundError, migrate
+from kickside_engine.store.tables import build_tables
+
+ENGINE_TABLES = {
+    "kickside_job",
+    "kickside_job_run",
+    "kickside_queue",
+    "kickside_node",
+    "kickside_setting",
+    "kickside_recurring_execution",
+    "kickside_audit",
+}
+
+
+def _table_names(db: Database) -> set[str]:
+    with db.read() as conn:
+        return set(sa.inspect(conn).get_table_names(schema=db.schema))
+
+
+def test_upgrade_creates_every_engine_table(db: Database) -> None:
+    assert _table_names(db) >= ENGINE_TABLES
+    assert migrate.status(db).up_to_date
+
+
+def test_migrated_schema_matches_the_engine_metadata(db: Database) -> None:
+    metadata = build_tables(db.schema).metadata
+    with db.read() as conn:
+        ctx = MigrationContext.configure(
+            conn,
+            opts={
+                "include_schemas": db.schema is not None,
+                "include_name": lambda name, type_, parent: type_ != "schema" or name == db.schema,
+                # The GIN index on tags is PostgreSQL-only (ddl_if), which autogenerate ignores.
+                "include_object": lambda obj, name, type_, reflected, compare_to: (
+                    db.is_postgresql or name != "ix_kickside_job_tags"
+                ),
+                "version_table": migrate.VERSION_TABLE,
+                "version_table_schema": db.schema,
+            },
+        )
+        diff = compare_metadata(ctx, metadata)
+    assert diff == []
+
+
+def test_upgrading_a_current_database_is_a_no_op(db: Database) -> None:
+    with db.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {_q(db, 'marker')} (x INTEGER)"))
+    status = migrate.upgrade(db)
+    assert status.up_to_date and status.pending == ()
+    assert "marker" in _table_names(db)
+
+
+def test_downgrade_to_base_then_upgrade_round_trips(db: Database) -> None:
+    status = migrate.downgrade(db, "base")
+    assert status.current is None
+    assert _table_names(db) & ENGINE_TABLES == set()
+    if db.is_postgresql:
+        with db.read() as conn:
+            functions = conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                    " WHERE p.proname = 'kickside_set_updated_at' AND n.nspname = :s"
+                ),
+                {"s": db.schema},
+            ).scalar_one()
+        assert functions == 0
+    assert migrate.upgrade(db).up_to_date
+    assert _table_names(db) >= ENGINE_TABLES
+
+
+def test_unknown_revision_gets_a_clear_error_and_no_change(db: Database) -> None:
+    with db.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {_q(db, migrate.VERSION_TABLE)} SET version_num = 'zz99'"))
+    with pytest.raises(MigrationError, match=r"'zz99'.*does not know"):
+        migrate.upgrade(db)
+    with pytest.raises(MigrationError, match="zz99"):
+        migrate.status(db)
+    assert _table_names(db) >= ENGINE_TABLES
+
+
+def test_downgrade_to_a_revision_that_does_not_exist_is_not_found(db: Database) -> None:
+    with pytest.raises(NotFoundError, match="nope"):
+        migrate.downgrade(db, "nope")
+    assert migrate.status(db).up_to_date
+
+
+def test_ensure_current_names_the_fix(empty_db: Database) -> None:
+    with pytest.raises(MigrationError, match="kickside migrate"):
+        migrate.ensure_current(empty_db)
+
+
+def test_failed_migration_leaves_nothing_half_done(empty_db: Database) -> None:
+    # A table in the way makes the first migration fail part-way; the whole upgrade rolls back.
+    with empty_db.begin() as conn:
+        if empty_db.schema:
+            conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{empty_db.schema}"'))
+        conn.execute(sa.text(f"CREATE TABLE {_q(empty_db, 'kickside_queue')} (x INTEGER)"))
+    with pytest.raises(sa.exc.DBAPIError):
+        migrate.upgrade(empty_db)
+    assert _table_names(empty_db) == {"kickside_queue"}
+    assert migrate.current_revision(empty_db) is None
+
+
+def test_updated_at_trigger_fills_a_timestamp_the_application_left_alone(db: Database) -> None:
+    if not db.is_postgresql:
+        pytest.skip("the updated_at trigger function is PostgreSQL's")
+    q = _q(db, "kickside_queue")
+    with db.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO {q} (name, updated_at) VALUES ('a', '2000-01-01T00:00:00Z')")
+        )
+        conn.execute(sa.text(f"UPDATE {q} SET paused = true WHERE name = 'a'"))
+        year = conn.execute(
+            sa.text(f"SELECT extract(year FROM updated_at) FROM {q} WHERE name = 'a'")
+        ).scalar_one()
+    assert int(year) > 2000
+
+
+def _q(db: Database, table: str) -> str:
+    return f'"{db.schema}".{table}' if db.schema else table
