@@ -1,6 +1,22 @@
-"""Kickside: a durable, database-backed, leased-job engine."""
+"""Kickside: a durable, database-backed, leased-job engine.
 
+The public API is what this module exports; everything else is machinery.
+"""
+
+from kickside_engine import migrate
+from kickside_engine.api import (
+    claim,
+    complete,
+    fail,
+    get_job,
+    get_job_statuses,
+    get_job_statuses_tx,
+    node_name,
+    record,
+)
+from kickside_engine.backoff import Backoff
 from kickside_engine.config import DatabaseConfig, resolve_database_config
+from kickside_engine.enqueue import JobBuilder, enqueue, enqueue_many
 from kickside_engine.errors import (
     ConfigurationError,
     ConflictError,
@@ -10,18 +26,62 @@ from kickside_engine.errors import (
     MigrationError,
     NotFoundError,
 )
+from kickside_engine.models import (
+    ClaimedJob,
+    Inserted,
+    Job,
+    JobError,
+    JobKind,
+    JobState,
+    Run,
+    RunOutcome,
+)
+from kickside_engine.outcomes import Cancel, Discard, Done, Outcome, RetryAfter, Snooze
 from kickside_engine.store.database import Database, connect_database
+from kickside_engine.uniqueness import Unique
+from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
 
 __all__ = [
+    "Backoff",
+    "Cancel",
+    "CapacityDeclaration",
+    "ClaimedJob",
     "ConfigurationError",
     "ConflictError",
     "Database",
     "DatabaseConfig",
     "DatabaseUnavailableError",
+    "Discard",
+    "Done",
+    "Inserted",
     "InvalidArgumentError",
+    "Job",
+    "JobBuilder",
+    "JobError",
+    "JobKind",
+    "JobState",
     "KicksideError",
     "MigrationError",
     "NotFoundError",
+    "Outcome",
+    "RetryAfter",
+    "Run",
+    "RunOutcome",
+    "Snooze",
+    "Unique",
+    "WorkerRegistry",
+    "WorkerSpec",
+    "claim",
+    "complete",
     "connect_database",
+    "enqueue",
+    "enqueue_many",
+    "fail",
+    "get_job",
+    "get_job_statuses",
+    "get_job_statuses_tx",
+    "migrate",
+    "node_name",
+    "record",
     "resolve_database_config",
 ]

@@ -1,3 +1,278 @@
-"""Testing helpers for applications that embed Kickside, loaded as a pytest plugin."""
+"""Testing helpers for applications that embed Kickside (Oban.Testing's equivalents).
+
+Tests run in manual mode: an insert writes a row and nothing executes until the test says so
+(there is no inline mode: enqueueing happens inside the caller's transaction, and running the
+job there would run it before the commit). Drive jobs with :func:`drain_jobs`, check the queue
+with :func:`assert_enqueued` / :func:`refute_enqueued`, and unit-test a worker with
+:func:`perform_job`.
+
+Loaded as a pytest plugin, it also provides the ``kickside_db`` fixture: a migrated SQLite
+database in the test's temporary directory.
+"""
 
 from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import and_, or_, select, update
+
+from kickside_engine.api import claim, record
+from kickside_engine.clock import utcnow
+from kickside_engine.execution import execute_with_timeout
+from kickside_engine.lifecycle import ResultKind
+from kickside_engine.models import Job, JobKind, JobState
+from kickside_engine.outcomes import Done, Outcome
+from kickside_engine.plugins.stager import stage
+from kickside_engine.store.database import Database, connect_database
+from kickside_engine.store.rows import job_from_row
+from kickside_engine.workers import WorkerRegistry, spec_of
+
+MAX_DRAIN_ROUNDS = 10_000
+
+
+@dataclass
+class DrainResult:
+    """How many attempts ended each way during a drain."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def __getattr__(self, name: str) -> int:
+        if name in {k.value for k in ResultKind} | {"total"}:
+            return sum(self.counts.values()) if name == "total" else self.counts[name]
+        raise AttributeError(name)
+
+    @property
+    def completed(self) -> int:
+        return self.counts["done"]
+
+    @property
+    def failed(self) -> int:
+        return self.counts["error"] + self.counts["timeout"] + self.counts["crash"]
+
+
+def _due_queues(db: Database, queue: str | None, now: datetime) -> list[str]:
+    job = db.tables.job
+    if queue is not None:
+        return [queue]
+    with db.read() as conn:
+        rows = conn.execute(
+            select(job.c.queue)
+            .where(job.c.state == JobState.AVAILABLE.value, job.c.scheduled_at <= now)
+            .distinct()
+        )
+        return sorted(r[0] for r in rows)
+
+
+def drain_jobs(
+    db: Database,
+    registry: WorkerRegistry,
+    *,
+    queue: str | None = None,
+    with_scheduled: bool = False,
+    with_recursion: bool = True,
+    node: str = "test:drain",
+    timeout: timedelta | None = None,
+) -> DrainResult:
+    """Run due jobs synchronously in this thread until none is left; return the tally.
+
+    ``queue=None`` drains every queue. ``with_scheduled`` also runs scheduled and retryable
+    jobs now, as if their time had come (so a failing job is retried until it is discarded).
+    ``with_recursion=False`` stops after one pass, leaving jobs that jobs enqueued.
+    """
+    result = DrainResult()
+    for _ in range(MAX_DRAIN_ROUNDS):
+        now = utcnow()
+        if with_scheduled:
+            _make_due(db, queue, now)
+        stage(db, now)
+        ran = 0
+        for name in _due_queues(db, queue, now):
+            while True:
+                batch = claim(db, queue=name, node=node, limit=10, now=now)
+                if not batch:
+                    break
+                for claimed in batch:
+                    outcome = execute_with_timeout(registry, claimed, timeout)
+                    record(db, [(claimed, outcome)], registry=registry)
+                    result.counts[outcome.kind.value] += 1
+                    ran += 1
+                if not with_recursion:
+                    break
+        if ran == 0 or not with_recursion:
+            return result
+    raise RuntimeError(f"drain_jobs gave up after {MAX_DRAIN_ROUNDS} rounds (a job loops?)")
+
+
+def _make_due(db: Database, queue: str | None, now: datetime) -> None:
+    job = db.tables.job
+    where = [
+        job.c.state.in_([JobState.SCHEDULED.value, JobState.RETRYABLE.value]),
+        job.c.scheduled_at > now,
+    ]
+    if queue is not None:
+        where.append(job.c.queue == queue)
+    with db.begin() as conn:
+        conn.execute(update(job).where(and_(*where)).values(scheduled_at=now, updated_at=now))
+
+
+def _matching(
+    db: Database,
+    *,
+    worker: str | None,
+    queue: str | None,
+    args: Mapping[str, Any] | None,
+    state: JobState | str | None,
+    tags: list[str] | None,
+    scheduled_at: datetime | None,
+    delta: timedelta,
+) -> tuple[list[Job], list[Job]]:
+    job = db.tables.job
+    stmt = select(job).order_by(job.c.inserted_at, job.c.id)
+    if state is None:
+        stmt = stmt.where(
+            or_(
+                job.c.state.in_(
+                    [JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value]
+                ),
+                and_(job.c.kind == JobKind.SLOT.value, job.c.state == JobState.PARKED.value),
+            )
+        )
+    else:
+        stmt = stmt.where(job.c.state == JobState(state).value)
+    with db.read() as conn:
+        jobs = [job_from_row(r) for r in conn.execute(stmt)]
+    wanted_args = json.loads(json.dumps(dict(args))) if args is not None else None
+    matches = []
+    for j in jobs:
+        if worker is not None and j.worker != worker:
+            continue
+        if queue is not None and j.queue != queue:
+            continue
+        if wanted_args is not None and any(
+            j.args.get(k, _MISSING) != v for k, v in wanted_args.items()
+        ):
+            continue
+        if tags is not None and not set(tags) <= set(j.tags):
+            continue
+        if scheduled_at is not None and abs(j.scheduled_at - scheduled_at) > delta:
+            continue
+        matches.append(j)
+    return matches, jobs
+
+
+_MISSING = object()
+
+
+def _describe(jobs: list[Job]) -> str:
+    if not jobs:
+        return "  (no jobs enqueued)"
+    return "\n".join(
+        f"  {j.worker} queue={j.queue} state={j.state.value} args={j.args} tags={j.tags}"
+        f" scheduled_at={j.scheduled_at.isoformat()}"
+        for j in jobs[:20]
+    )
+
+
+def assert_enqueued(
+    db: Database,
+    *,
+    worker: Any = None,
+    queue: str | None = None,
+    args: Mapping[str, Any] | None = None,
+    state: JobState | str | None = None,
+    tags: list[str] | None = None,
+    scheduled_at: datetime | None = None,
+    delta: timedelta = timedelta(seconds=1),
+    count: int | None = None,
+) -> list[Job]:
+    """Assert that matching jobs are enqueued (not yet finished); return them.
+
+    ``args`` matches a subset of the stored args; ``worker`` is a name or a decorated worker.
+    """
+    name = worker if worker is None or isinstance(worker, str) else spec_of(worker).name
+    matches, jobs = _matching(
+        db, worker=name, queue=queue, args=args, state=state, tags=tags,
+        scheduled_at=scheduled_at, delta=delta,
+    )
+    wanted = {"worker": name, "queue": queue, "args": args, "state": state, "tags": tags}
+    wanted = {k: v for k, v in wanted.items() if v is not None}
+    if not matches or (count is not None and len(matches) != count):
+        found = f"found {len(matches)}" if matches else "found none"
+        raise AssertionError(
+            f"expected {count or 'a'} job(s) matching {wanted}, {found}; enqueued:\n"
+            + _describe(jobs)
+        )
+    return matches
+
+
+def refute_enqueued(
+    db: Database,
+    *,
+    worker: Any = None,
+    queue: str | None = None,
+    args: Mapping[str, Any] | None = None,
+    state: JobState | str | None = None,
+    tags: list[str] | None = None,
+) -> None:
+    """Assert that no matching job is enqueued."""
+    name = worker if worker is None or isinstance(worker, str) else spec_of(worker).name
+    matches, _ = _matching(
+        db, worker=name, queue=queue, args=args, state=state, tags=tags, scheduled_at=None,
+        delta=timedelta(0),
+    )
+    if matches:
+        raise AssertionError(f"expected no matching job, found:\n{_describe(matches)}")
+
+
+def perform_job(
+    worker: Any,
+    args: Mapping[str, Any] | None = None,
+    *,
+    attempt: int = 1,
+    max_attempts: int | None = None,
+    tags: list[str] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> Outcome:
+    """Run one worker's ``perform`` with ``args`` as a stored job would see them.
+
+    Args make a JSON round trip first (as storage does), are decoded with the worker's
+    ``args_type``, and the return value is normalised (``None`` becomes :class:`Done`).
+    Exceptions propagate, so a test can assert on them.
+    """
+    spec = spec_of(worker)
+    stored = json.loads(json.dumps(dict(args or {}), allow_nan=False))
+    now = utcnow()
+    job = Job(
+        id=uuid.uuid4(), kind=JobKind.ONESHOT, state=JobState.EXECUTING, queue=spec.queue,
+        worker=spec.name, args=stored, meta=dict(meta or {}), tags=list(tags or []), errors=[],
+        attempt=attempt, max_attempts=max_attempts or spec.max_attempts, priority=spec.priority,
+        unique_key=None, namespace=None, scope=None, identity_key=None, concurrency_key=None,
+        capacity_group=None, demand_pending=False, control_pending=False, demand_seq=0,
+        lease_owner="test:perform", lease_token=uuid.uuid4(),
+        lease_expires_at=now + timedelta(minutes=5), rescue_count=0, max_execution_ms=None,
+        inserted_at=now, scheduled_at=now, attempted_at=now, completed_at=None,
+        cancelled_at=None, discarded_at=None, finalized_at=None, updated_at=now,
+    )
+    value = spec.perform(spec.decode_args(stored), job)
+    return Done() if value is None else value
+
+
+@pytest.fixture
+def kickside_db(tmp_path: Path) -> Iterator[Database]:
+    """A migrated Kickside database (SQLite) in the test's temporary directory."""
+    from kickside_engine.migrate import upgrade
+
+    db = connect_database(f"sqlite:///{tmp_path / 'kickside-test.sqlite3'}")
+    upgrade(db)
+    try:
+        yield db
+    finally:
+        db.dispose()

@@ -111,6 +111,7 @@ def build_tables(schema: str | None = None) -> Tables:
         Column("scope", String(255), nullable=True),
         Column("identity_key", String(255), nullable=True),
         Column("concurrency_key", String(255), nullable=True),
+        Column("capacity_group", String(255), nullable=True),
         # Wake demand: ordinary demand (new work) and control wakes (operator/API dispatch).
         Column("demand_pending", Boolean, nullable=False, server_default=false()),
         Column("control_pending", Boolean, nullable=False, server_default=false()),
@@ -162,6 +163,7 @@ def build_tables(schema: str | None = None) -> Tables:
     Index(None, job.c.finalized_at)
     Index("ix_kickside_job_lease", job.c.state, job.c.lease_expires_at)
     Index("ix_kickside_job_concurrency", job.c.concurrency_key, job.c.state)
+    Index("ix_kickside_job_capacity", job.c.capacity_group, job.c.state)
     Index("uq_kickside_job_unique_key", job.c.unique_key, unique=True)
     Index("uq_kickside_job_identity", job.c.namespace, job.c.scope, job.c.identity_key, unique=True)
     Index("ix_kickside_job_tags", job.c.tags, postgresql_using="gin").ddl_if(dialect="postgresql")

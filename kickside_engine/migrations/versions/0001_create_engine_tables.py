@@ -61,6 +61,7 @@ def upgrade() -> None:
         sa.Column("scope", sa.String(255), nullable=True),
         sa.Column("identity_key", sa.String(255), nullable=True),
         sa.Column("concurrency_key", sa.String(255), nullable=True),
+        sa.Column("capacity_group", sa.String(255), nullable=True),
         sa.Column("demand_pending", sa.Boolean(), nullable=False, server_default=sa.false()),
         sa.Column("control_pending", sa.Boolean(), nullable=False, server_default=sa.false()),
         sa.Column("demand_seq", sa.BigInteger(), nullable=False, server_default="0"),
@@ -110,6 +111,7 @@ def upgrade() -> None:
         "ix_kickside_job_finalized_at": ["finalized_at"],
         "ix_kickside_job_lease": ["state", "lease_expires_at"],
         "ix_kickside_job_concurrency": ["concurrency_key", "state"],
+        "ix_kickside_job_capacity": ["capacity_group", "state"],
     }
     for name, columns in job_indexes.items():
         op.create_index(name, "kickside_job", columns, schema=schema)

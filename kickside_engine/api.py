@@ -1,0 +1,173 @@
+"""What applications call: read jobs, claim them under leases, and record their outcomes.
+
+Enqueueing lives in :mod:`kickside_engine.enqueue`; slots, wakes and purges in
+:mod:`kickside_engine.slots`; the operator API in :mod:`kickside_engine.control`.
+"""
+
+from __future__ import annotations
+
+import socket
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, select
+
+from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, validate_retry_after_ms
+from kickside_engine.clock import ensure_aware, utcnow
+from kickside_engine.ids import parse_uuid, uuid7
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
+from kickside_engine.models import ClaimedJob, Job, JobState
+from kickside_engine.store.claims import DEFAULT_LEASE, claim_jobs
+from kickside_engine.store.database import Database
+from kickside_engine.store.outcomes import settle
+from kickside_engine.store.rows import job_from_row
+from kickside_engine.workers import WorkerRegistry
+
+
+def node_name() -> str:
+    """A name for a pool in this process: ``host:pid:suffix`` (the suffix tells two apart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid7().hex[-4:]}"
+
+
+def get_job(db: Database, job_id: uuid.UUID | str, *, conn: Connection | None = None) -> Job | None:
+    """The job with this id, or None when it does not exist (or the id is malformed)."""
+    parsed = parse_uuid(job_id)
+    if parsed is None:
+        return None
+    stmt = select(db.tables.job).where(db.tables.job.c.id == parsed)
+    if conn is not None:
+        row = conn.execute(stmt).one_or_none()
+    else:
+        with db.read() as own:
+            row = own.execute(stmt).one_or_none()
+    return job_from_row(row) if row is not None else None
+
+
+def _statuses(conn: Connection, db: Database, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, JobState]:
+    parsed = {p for p in (parse_uuid(i) for i in ids) if p is not None}
+    if not parsed:
+        return {}
+    job = db.tables.job
+    rows = conn.execute(select(job.c.id, job.c.state).where(job.c.id.in_(sorted(parsed))))
+    return {r.id: JobState(r.state) for r in rows}
+
+
+def get_job_statuses(db: Database, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, JobState]:
+    """Map each existing id to its state, in one query; absent and malformed ids are omitted."""
+    with db.read() as conn:
+        return _statuses(conn, db, ids)
+
+
+def get_job_statuses_tx(
+    conn: Connection, db: Database, ids: Iterable[uuid.UUID | str]
+) -> dict[uuid.UUID, JobState]:
+    """Like :func:`get_job_statuses`, through the caller's transaction (sees its writes).
+
+    Neither commits nor rolls back ``conn``'s transaction.
+    """
+    return _statuses(conn, db, ids)
+
+
+def claim(
+    db: Database,
+    *,
+    queue: str,
+    node: str,
+    limit: int = 1,
+    now: datetime | None = None,
+    lease: timedelta = DEFAULT_LEASE,
+    code_version: str | None = None,
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` due jobs of ``queue`` for ``node`` under fresh leases.
+
+    Honours paused queues, single-flight concurrency keys and capacity groups.
+    """
+    from kickside_engine.store.keyed_claims import claim_keyed, queue_is_paused
+
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    with db.begin() as conn:
+        if queue_is_paused(db, conn, queue):
+            return []
+        claimed = claim_jobs(
+            db, conn, queue=queue, node=node, limit=limit, now=now, lease=lease,
+            code_version=code_version,
+        )
+        if len(claimed) < limit:
+            claimed += claim_keyed(
+                db, conn, queue=queue, node=node, limit=limit - len(claimed), now=now,
+                lease=lease, code_version=code_version,
+            )
+    return claimed
+
+
+def record(
+    db: Database,
+    results: Sequence[tuple[ClaimedJob, ExecutionResult]],
+    *,
+    registry: WorkerRegistry | None = None,
+    conn: Connection | None = None,
+) -> set[uuid.UUID]:
+    """Record attempts' results in one transaction; returns the ids actually settled.
+
+    A result for a job whose lease was lost (cancelled, rescued, re-claimed) is dropped.
+    """
+    settlements = []
+    for claimed, result in results:
+        spec = registry.get(claimed.job.worker) if registry is not None else None
+        backoff = spec.backoff_for(claimed.job.is_slot) if spec is not None else DEFAULT_BACKOFF
+        settlements.append(settlement_for(claimed, result, backoff=backoff))
+    if conn is not None:
+        return settle(db, conn, settlements)
+    with db.begin() as own:
+        return settle(db, own, settlements)
+
+
+def complete(
+    db: Database,
+    claimed: ClaimedJob,
+    *,
+    demand_satisfied: bool = False,
+    park: bool = False,
+    conn: Connection | None = None,
+) -> bool:
+    """Record a successful attempt (``complete_tx`` when ``conn`` is given).
+
+    For slots, ``demand_satisfied`` consumes ordinary demand received during the run and
+    ``park`` parks the slot; a pending control wake still rearms it.
+    """
+    result = ExecutionResult(
+        ResultKind.DONE, utcnow(), _elapsed(claimed), demand_satisfied=demand_satisfied, park=park
+    )
+    return claimed.job.id in record(db, [(claimed, result)], conn=conn)
+
+
+def fail(
+    db: Database,
+    claimed: ClaimedJob,
+    error: str,
+    *,
+    retry_after_ms: float | None = None,
+    backoff: Backoff | None = None,
+    conn: Connection | None = None,
+) -> bool:
+    """Record a failed attempt (``fail_tx`` when ``conn`` is given).
+
+    ``retry_after_ms`` is a floor for the next delay that may exceed the policy's cap; an
+    invalid value is rejected with :class:`InvalidArgumentError` before anything is written.
+    """
+    floor = validate_retry_after_ms(retry_after_ms)
+    result = ExecutionResult(
+        ResultKind.ERROR, utcnow(), _elapsed(claimed), error=str(error), retry_after_ms=floor
+    )
+    settlement = settlement_for(claimed, result, backoff=backoff or DEFAULT_BACKOFF)
+    if conn is not None:
+        return claimed.job.id in settle(db, conn, [settlement])
+    with db.begin() as own:
+        return claimed.job.id in settle(db, own, [settlement])
+
+
+def _elapsed(claimed: ClaimedJob) -> int:
+    started = claimed.job.attempted_at or utcnow()
+    return max(0, int((utcnow() - started) / timedelta(milliseconds=1)))

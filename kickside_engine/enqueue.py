@@ -1,0 +1,394 @@
+"""Enqueueing: the job builder, single inserts with uniqueness, and batch inserts.
+
+A job is written through the caller's connection, so it commits (or rolls back) with the
+caller's own data::
+
+    with db.begin() as conn:
+        conn.execute(insert(orders).values(...))
+        deliver_email.new({"order_id": 42}).queue("mailers").insert(db, conn=conn)
+
+Args must be a JSON object; they are redacted before they are stored (args hold ids, never
+secrets). Timestamps come from the application clock in UTC.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from kickside_engine.clock import ensure_aware, utcnow
+from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.ids import uuid7
+from kickside_engine.models import Inserted, JobKind, JobState
+from kickside_engine.notify import local_signal, notify_in_transaction
+from kickside_engine.redact import redact_value
+from kickside_engine.store.database import Database
+from kickside_engine.uniqueness import Unique
+from kickside_engine.workers import CapacityDeclaration, WorkerSpec, validate_name
+
+MAX_ATTEMPTS_LIMIT = 10_000
+MAX_TAGS = 64
+MAX_ARGS_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """Everything a builder will write; validated when the job is inserted."""
+
+    worker: str
+    args: dict[str, Any]
+    queue: str = "default"
+    priority: int = 0
+    scheduled_at: datetime | None = None
+    schedule_in: timedelta | None = None
+    max_attempts: int = 20
+    tags: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    unique: Unique | None = None
+    max_execution_ms: int | None = None
+    concurrency_key: str | None = None
+    namespace: str | None = None
+    scope: str | None = None
+    identity_key: str | None = None
+    kind: JobKind = JobKind.ONESHOT
+    demand: bool = False
+    capacity: CapacityDeclaration | None = None
+
+
+class JobBuilder:
+    """An immutable description of a job to insert; each method returns a new builder."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, worker: str, args: Any = None, **options: Any) -> None:
+        self.options = JobOptions(worker=worker, args=_args_dict(args), **options)
+
+    @classmethod
+    def for_worker(cls, spec: WorkerSpec, args: Any = None) -> JobBuilder:
+        """A builder carrying a declared worker's defaults."""
+        return cls(
+            spec.name,
+            args,
+            queue=spec.queue,
+            priority=spec.priority,
+            max_attempts=spec.max_attempts,
+            unique=spec.unique,
+            tags=spec.tags,
+            max_execution_ms=int(spec.timeout / timedelta(milliseconds=1)),
+            capacity=spec.capacity,
+        )
+
+    def _with(self, **changes: Any) -> JobBuilder:
+        new = JobBuilder.__new__(JobBuilder)
+        new.options = replace(self.options, **changes)
+        return new
+
+    def queue(self, name: str) -> JobBuilder:
+        """Run on queue ``name`` instead of the worker's."""
+        return self._with(queue=name)
+
+    def priority(self, value: int) -> JobBuilder:
+        """0 is the highest priority, 9 the lowest; values outside are clamped into 0..9."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgumentError(f"priority must be an integer, got {value!r}")
+        return self._with(priority=min(9, max(0, value)))
+
+    def schedule_in(self, delay: timedelta) -> JobBuilder:
+        """Make the job runnable ``delay`` from the time of insert."""
+        if not isinstance(delay, timedelta):
+            raise InvalidArgumentError(f"schedule_in takes a timedelta, got {delay!r}")
+        return self._with(schedule_in=delay, scheduled_at=None)
+
+    def schedule_at(self, when: datetime) -> JobBuilder:
+        """Make the job runnable at ``when`` (timezone-aware)."""
+        return self._with(scheduled_at=ensure_aware(when, "schedule_at"), schedule_in=None)
+
+    def max_attempts(self, value: int) -> JobBuilder:
+        """How many attempts before the job is discarded (at least 1)."""
+        return self._with(max_attempts=_max_attempts(value))
+
+    def tags(self, tags: Iterable[str]) -> JobBuilder:
+        """Replace the tags."""
+        if isinstance(tags, str):
+            raise InvalidArgumentError("tags must be a list of strings, not one string")
+        return self._with(tags=tuple(tags))
+
+    def tag(self, tag: str) -> JobBuilder:
+        """Append one tag."""
+        return self._with(tags=(*self.options.tags, tag))
+
+    def meta(self, meta: Mapping[str, Any]) -> JobBuilder:
+        """Merge ``meta`` into the job's meta."""
+        if not isinstance(meta, Mapping):
+            raise InvalidArgumentError(f"meta must be a JSON object, got {type(meta).__name__}")
+        return self._with(meta={**self.options.meta, **meta})
+
+    def unique(self, rule: Unique | None) -> JobBuilder:
+        """Apply a uniqueness rule (None removes the worker's default)."""
+        return self._with(unique=rule)
+
+    def max_execution(self, limit: timedelta) -> JobBuilder:
+        """Terminate an attempt running longer than ``limit``."""
+        ms = int(limit / timedelta(milliseconds=1))
+        if ms <= 0:
+            raise InvalidArgumentError(f"max_execution must be positive, got {limit}")
+        return self._with(max_execution_ms=ms)
+
+    def concurrency_key(self, key: str | None) -> JobBuilder:
+        """Share single-flight (or a capacity group's per-key limit) with jobs of this key."""
+        return self._with(concurrency_key=key)
+
+    def slot(self, namespace: str, scope: str, key: str, *, demand: bool = False) -> JobBuilder:
+        """Make this a slot job with a durable identity; ``demand`` asks it to run."""
+        return self._with(
+            kind=JobKind.SLOT, namespace=namespace, scope=scope, identity_key=key, demand=demand
+        )
+
+    def identity(self, namespace: str, scope: str, key: str) -> JobBuilder:
+        """Give a one-shot job an identity (at most one active job per identity)."""
+        return self._with(namespace=namespace, scope=scope, identity_key=key)
+
+    def insert(
+        self, db: Database, *, conn: Connection | None = None, now: datetime | None = None
+    ) -> Inserted:
+        """Insert the job (see :func:`enqueue`)."""
+        return enqueue(db, self, conn=conn, now=now)
+
+    def __repr__(self) -> str:
+        return f"JobBuilder({self.options.worker!r}, queue={self.options.queue!r})"
+
+
+def _args_dict(args: Any) -> dict[str, Any]:
+    if args is None:
+        return {}
+    if dataclasses.is_dataclass(args) and not isinstance(args, type):
+        return dataclasses.asdict(args)
+    if isinstance(args, Mapping):
+        return dict(args)
+    raise InvalidArgumentError(
+        f"args must be a JSON object (a dict or a dataclass), got {type(args).__name__}"
+    )
+
+
+def _max_attempts(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"max_attempts must be an integer, got {value!r}")
+    if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
+        raise InvalidArgumentError(f"max_attempts must be 1..{MAX_ATTEMPTS_LIMIT}, got {value}")
+    return value
+
+
+def _json_object(value: Mapping[str, Any], field_name: str) -> dict[str, Any]:
+    try:
+        encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"{field_name} cannot be stored as JSON: {exc}") from None
+    if len(encoded.encode()) > MAX_ARGS_BYTES:
+        raise InvalidArgumentError(f"{field_name} exceed {MAX_ARGS_BYTES} bytes as JSON")
+    if "\x00" in encoded or "\\u0000" in encoded:
+        raise InvalidArgumentError(f"{field_name} contain a NUL character, which cannot be stored")
+    decoded: dict[str, Any] = json.loads(encoded)
+    return decoded
+
+
+def _identity_part(value: Any, field_name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(f"{field_name} must be a non-empty string, got {value!r}")
+    if len(value) > 255:
+        raise InvalidArgumentError(f"{field_name} is longer than 255 characters")
+    if "\x00" in value:
+        raise InvalidArgumentError(f"{field_name} contains a NUL character")
+    return value
+
+
+def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
+    """Validate ``opts`` and build the ``kickside_job`` row to insert at ``now``."""
+    worker = validate_name(opts.worker, "worker")
+    queue = validate_name(opts.queue, "queue", max_length=128)
+    if isinstance(opts.priority, bool) or not isinstance(opts.priority, int):
+        raise InvalidArgumentError(f"priority must be an integer, got {opts.priority!r}")
+    priority = min(9, max(0, opts.priority))
+    max_attempts = _max_attempts(opts.max_attempts)
+    if not isinstance(opts.args, dict) or not all(isinstance(k, str) for k in opts.args):
+        raise InvalidArgumentError("args must be a JSON object with string keys")
+    args = _json_object(redact_value(opts.args), "args")  # type: ignore[arg-type]
+    meta = _json_object(dict(opts.meta), "meta")
+    tags: list[str] = []
+    for tag in opts.tags:
+        if not isinstance(tag, str) or not tag or len(tag) > 255 or "\x00" in tag:
+            raise InvalidArgumentError(f"tags must be non-empty strings (≤255), got {tag!r}")
+        if tag not in tags:
+            tags.append(tag)
+    if len(tags) > MAX_TAGS:
+        raise InvalidArgumentError(f"at most {MAX_TAGS} tags, got {len(tags)}")
+    if opts.scheduled_at is not None:
+        scheduled_at = ensure_aware(opts.scheduled_at, "schedule_at")
+    elif opts.schedule_in is not None:
+        scheduled_at = now + opts.schedule_in
+    else:
+        scheduled_at = now
+    max_execution_ms = opts.max_execution_ms
+    if max_execution_ms is not None and (
+        isinstance(max_execution_ms, bool)
+        or not isinstance(max_execution_ms, int)
+        or not 0 < max_execution_ms <= 30 * 24 * 3600 * 1000
+    ):
+        raise InvalidArgumentError(f"max_execution_ms must be 1..30 days, got {max_execution_ms!r}")
+    identity = (opts.namespace, opts.scope, opts.identity_key)
+    if opts.kind is JobKind.SLOT or any(part is not None for part in identity):
+        identity = (
+            _identity_part(opts.namespace, "namespace"),
+            _identity_part(opts.scope, "scope"),
+            _identity_part(opts.identity_key, "key"),
+        )
+    concurrency_key = opts.concurrency_key
+    if concurrency_key is not None:
+        concurrency_key = _identity_part(concurrency_key, "concurrency_key")
+    if opts.capacity is not None:
+        if concurrency_key is None:
+            raise InvalidArgumentError(
+                f"worker {worker!r} declares capacity group {opts.capacity.group!r}: "
+                "its jobs need a non-empty concurrency_key"
+            )
+        meta["capacity"] = opts.capacity.as_meta()
+    unique_key = None
+    if opts.unique is not None:
+        meta["unique_states"] = opts.unique.states
+        unique_key = opts.unique.key(worker, queue, args, now)
+    state = JobState.SCHEDULED if scheduled_at > now else JobState.AVAILABLE
+    return {
+        "id": uuid7(),
+        "kind": opts.kind.value,
+        "state": state.value,
+        "queue": queue,
+        "worker": worker,
+        "args": args,
+        "meta": meta,
+        "tags": tags,
+        "errors": [],
+        "attempt": 0,
+        "max_attempts": max_attempts,
+        "priority": priority,
+        "unique_key": unique_key,
+        "namespace": identity[0],
+        "scope": identity[1],
+        "identity_key": identity[2],
+        "concurrency_key": concurrency_key,
+        "capacity_group": opts.capacity.group if opts.capacity is not None else None,
+        "demand_pending": False,
+        "control_pending": False,
+        "demand_seq": 0,
+        "rescue_count": 0,
+        "max_execution_ms": max_execution_ms,
+        "inserted_at": now,
+        "scheduled_at": scheduled_at,
+        "updated_at": now,
+    }
+
+
+def _insert_ignoring_unique_conflict(db: Database) -> Any:
+    table = db.tables.job
+    if db.is_postgresql:
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=["unique_key"])
+    return sqlite.insert(table).on_conflict_do_nothing(index_elements=["unique_key"])
+
+
+def enqueue(
+    db: Database,
+    job: JobBuilder,
+    *,
+    conn: Connection | None = None,
+    now: datetime | None = None,
+) -> Inserted:
+    """Insert one job through ``conn`` (the caller's transaction) or a transaction of its own.
+
+    Returns the job's id and whether an existing job with the same unique key was found
+    instead (``duplicate=True``). Wakes this process's pools at once; on PostgreSQL, pools
+    everywhere wake when the transaction commits.
+    """
+    opts = job.options
+    if opts.kind is JobKind.SLOT:
+        from kickside_engine.slots import enqueue_slot
+
+        return enqueue_slot(db, job, conn=conn, now=now)
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    row = build_row(opts, now)
+    if conn is None:
+        with db.begin() as own:
+            result = _insert_one(db, own, row)
+    else:
+        result = _insert_one(db, conn, row)
+    if not result.duplicate:
+        local_signal(db).wake(row["queue"])
+    return result
+
+
+def _insert_one(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted:
+    table = db.tables.job
+    state = JobState(row["state"])
+    if row["unique_key"] is None:
+        conn.execute(insert(table), row)
+        notify_in_transaction(conn, db, row["queue"])
+        return Inserted(id=row["id"], duplicate=False, state=state)
+    stmt = _insert_ignoring_unique_conflict(db).returning(table.c.id)
+    for _ in range(5):
+        inserted = conn.execute(stmt, row).scalar_one_or_none()
+        if inserted is not None:
+            notify_in_transaction(conn, db, row["queue"])
+            return Inserted(id=inserted, duplicate=False, state=state)
+        existing = conn.execute(
+            select(table.c.id, table.c.state).where(table.c.unique_key == row["unique_key"])
+        ).one_or_none()
+        if existing is not None:
+            return Inserted(id=existing.id, duplicate=True, state=JobState(existing.state))
+        # The holder reached a final state and released its key between the two statements.
+    raise InvalidArgumentError("unique insert kept conflicting with a job that vanished; retry")
+
+
+def enqueue_many(
+    db: Database,
+    jobs: Sequence[JobBuilder],
+    *,
+    conn: Connection | None = None,
+    now: datetime | None = None,
+) -> list[Inserted]:
+    """Insert many jobs in batched multi-row statements (a fan-out). Refuses unique jobs.
+
+    Every job is validated before anything is written: one bad job writes none.
+    """
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    rows = []
+    for builder in jobs:
+        if builder.options.unique is not None:
+            raise InvalidArgumentError(
+                f"enqueue_many refuses unique jobs ({builder.options.worker}): insert them one by one"
+            )
+        if builder.options.kind is JobKind.SLOT or builder.options.identity_key is not None:
+            raise InvalidArgumentError("enqueue_many refuses slot and identity jobs")
+        rows.append(build_row(builder.options, now))
+    if not rows:
+        return []
+    if conn is None:
+        with db.begin() as own:
+            _insert_rows(db, own, rows)
+    else:
+        _insert_rows(db, conn, rows)
+    signal = local_signal(db)
+    for queue in {r["queue"] for r in rows}:
+        signal.wake(queue)
+    return [Inserted(id=r["id"], duplicate=False, state=JobState(r["state"])) for r in rows]
+
+
+def _insert_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> None:
+    conn.execute(insert(db.tables.job), rows)
+    for queue in sorted({r["queue"] for r in rows}):
+        notify_in_transaction(conn, db, queue)
+
+

@@ -1,0 +1,145 @@
+"""Running one claimed job's worker and turning what happened into an :class:`ExecutionResult`.
+
+Used in-process by the testing helpers and the in-process pool mode, and inside each executor
+process of the supervised pool.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from kickside_engine.clock import utcnow
+from kickside_engine.lifecycle import ExecutionResult, ResultKind
+from kickside_engine.models import ClaimedJob, Job
+from kickside_engine.outcomes import Cancel, Discard, Done, Snooze, retry_hint_ms
+from kickside_engine.workers import WorkerRegistry, WorkerSpec
+
+MAX_TRACEBACK_FRAMES = 8
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` first (what operators read), then the innermost traceback frames."""
+    head = f"{type(exc).__name__}: {exc}".rstrip(": ").rstrip()
+    frames = traceback.format_tb(exc.__traceback__)[-MAX_TRACEBACK_FRAMES:]
+    if not frames:
+        return head
+    return head + "\nTraceback (most recent call last):\n" + "".join(frames).rstrip()
+
+
+def resolve(registry: WorkerRegistry, job: Job) -> tuple[WorkerSpec | None, Any, str | None]:
+    """The worker and decoded args for ``job``, or the reason the job must be discarded."""
+    spec = registry.get(job.worker)
+    if spec is None:
+        return None, None, f"unknown worker: {job.worker}"
+    try:
+        return spec, spec.decode_args(job.args), None
+    except Exception as exc:  # any decoding failure means retrying cannot help
+        return spec, None, f"args don't decode for {job.worker}: {type(exc).__name__}: {exc}"
+
+
+def outcome_result(value: Any, started: float) -> ExecutionResult:
+    """Map what ``perform`` returned to a result."""
+    now = utcnow()
+    ms = _elapsed_ms(started)
+    if value is None:
+        return ExecutionResult(ResultKind.DONE, now, ms)
+    if isinstance(value, Done):
+        return ExecutionResult(
+            ResultKind.DONE, now, ms, demand_satisfied=value.demand_satisfied, park=value.park
+        )
+    if isinstance(value, Snooze):
+        return ExecutionResult(ResultKind.SNOOZE, now, ms, snooze=_nonnegative(value.delay))
+    if isinstance(value, Cancel):
+        return ExecutionResult(ResultKind.CANCEL, now, ms, error=str(value.reason))
+    if isinstance(value, Discard):
+        return ExecutionResult(ResultKind.DISCARD, now, ms, error=str(value.reason))
+    return ExecutionResult(
+        ResultKind.ERROR,
+        now,
+        ms,
+        error=f"worker returned {type(value).__name__}, expected None, Done, Snooze, Cancel "
+        "or Discard",
+    )
+
+
+def exception_result(exc: BaseException, started: float) -> ExecutionResult:
+    """Map an exception raised by ``perform`` to a failed attempt."""
+    return ExecutionResult(
+        ResultKind.ERROR,
+        utcnow(),
+        _elapsed_ms(started),
+        error=describe_exception(exc),
+        retry_after_ms=retry_hint_ms(exc),
+    )
+
+
+def _elapsed_ms(started: float) -> int:
+    return max(0, int((time.monotonic() - started) * 1000))
+
+
+def _nonnegative(delay: timedelta) -> timedelta:
+    return delay if delay > timedelta(0) else timedelta(0)
+
+
+def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
+    """Run the claimed job's worker in this thread and return what happened."""
+    started = time.monotonic()
+    spec, args, problem = resolve(registry, claimed.job)
+    if problem is not None or spec is None:
+        return ExecutionResult(ResultKind.DISCARD, utcnow(), 0, error=problem)
+    try:
+        value = spec.perform(args, claimed.job)
+    except Exception as exc:
+        return exception_result(exc, started)
+    return outcome_result(value, started)
+
+
+def execute_with_timeout(
+    registry: WorkerRegistry, claimed: ClaimedJob, timeout: timedelta | None
+) -> ExecutionResult:
+    """Run the job in a helper thread; past ``timeout`` record a timeout failure.
+
+    A thread cannot be killed: the abandoned worker keeps running until it returns. Use the
+    supervised pool's executor processes where a hung job must really be stopped.
+    """
+    if timeout is None:
+        return execute(registry, claimed)
+    box: list[ExecutionResult] = []
+    started = time.monotonic()
+    thread = threading.Thread(
+        target=lambda: box.append(execute(registry, claimed)),
+        name=f"kickside-job-{claimed.job.id}",
+        daemon=True,
+    )
+    thread.start()
+    thread.join(timeout.total_seconds())
+    if box:
+        return box[0]
+    return timeout_result(timeout, started)
+
+
+def timeout_result(timeout: timedelta, started: float) -> ExecutionResult:
+    """A timeout failure after ``timeout``."""
+    return ExecutionResult(
+        ResultKind.TIMEOUT,
+        utcnow(),
+        _elapsed_ms(started),
+        error=f"timeout: the attempt ran longer than its max execution of "
+        f"{timeout.total_seconds():g}s and was stopped",
+    )
+
+
+def max_execution(job: Job, spec: WorkerSpec | None, default: timedelta) -> timedelta:
+    """Per-job ``max_execution_ms``, else the worker's timeout, else the policy default."""
+    if job.max_execution_ms:
+        return timedelta(milliseconds=job.max_execution_ms)
+    if spec is not None:
+        return spec.timeout
+    return default
+
+

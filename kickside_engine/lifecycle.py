@@ -1,0 +1,172 @@
+"""Where a job goes after an attempt: the state machine applied to one execution result.
+
+This module decides; :mod:`kickside_engine.store.outcomes` writes, fenced by the lease.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import case, literal_column, or_, true
+
+from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff
+from kickside_engine.models import ClaimedJob, JobKind, JobState, RunOutcome
+from kickside_engine.redact import redact_text, truncate
+from kickside_engine.store.outcomes import Settlement
+
+MAX_ERRORS = 20
+MAX_ERROR_BYTES = 4096
+
+
+class ResultKind(enum.StrEnum):
+    """How an execution ended, as seen by whoever ran it."""
+
+    DONE = "done"
+    SNOOZE = "snooze"
+    CANCEL = "cancel"
+    DISCARD = "discard"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """The result of running one claimed job."""
+
+    kind: ResultKind
+    finished_at: datetime
+    duration_ms: int
+    error: str | None = None
+    snooze: timedelta | None = None
+    retry_after_ms: float | None = None
+    demand_satisfied: bool = False
+    park: bool = False
+
+
+def clean_error(text: str) -> str:
+    """Redact, then cap an error message at 4 KB (keeping its start)."""
+    return truncate(redact_text(text), MAX_ERROR_BYTES)
+
+
+def _errors_with(claimed: ClaimedJob, at: datetime, error: str) -> list[dict[str, Any]]:
+    history = [
+        {"attempt": e.attempt, "at": e.at.isoformat(), "error": e.error}
+        for e in claimed.job.errors
+    ]
+    history.append({"attempt": claimed.job.attempt, "at": at.isoformat(), "error": error})
+    return history[-MAX_ERRORS:]
+
+
+def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = {"state": state.value, "finalized_at": now}
+    values[{"completed": "completed_at", "cancelled": "cancelled_at",
+            "discarded": "discarded_at"}[state.value]] = now
+    if claimed.job.meta.get("unique_states") != "all":
+        values["unique_key"] = None
+    if claimed.job.namespace is not None and claimed.job.kind is JobKind.ONESHOT:
+        # A finished one-shot job releases its identity for the next one.
+        values.update(namespace=None, scope=None, identity_key=None)
+        values["meta"] = {
+            **claimed.job.meta,
+            "identity": [claimed.job.namespace, claimed.job.scope, claimed.job.identity_key],
+        }
+    return values
+
+
+def settlement_for(
+    claimed: ClaimedJob,
+    result: ExecutionResult,
+    *,
+    backoff: Backoff = DEFAULT_BACKOFF,
+) -> Settlement:
+    """The state change that records ``result`` for ``claimed``."""
+    job = claimed.job
+    now = result.finished_at
+    values: dict[str, Any] = {"updated_at": now, "lease_token": None, "lease_expires_at": None}
+    error = clean_error(result.error) if result.error else None
+    run_outcome: RunOutcome
+    kind = result.kind
+    if kind is ResultKind.DONE:
+        run_outcome = RunOutcome.COMPLETED
+        if job.kind is JobKind.SLOT:
+            values.update(_slot_after_success(claimed, result, now))
+        else:
+            values.update(_final(claimed, JobState.COMPLETED, now))
+    elif kind is ResultKind.SNOOZE:
+        run_outcome = RunOutcome.SNOOZED
+        delay = result.snooze or timedelta(0)
+        values.update(
+            state=JobState.SCHEDULED.value,
+            scheduled_at=now + delay,
+            max_attempts=job.max_attempts + 1,
+            meta={**job.meta, "snoozed": int(job.meta.get("snoozed", 0)) + 1},
+        )
+    elif kind is ResultKind.CANCEL:
+        run_outcome = RunOutcome.CANCELLED
+        values.update(_final(claimed, JobState.CANCELLED, now))
+        values["errors"] = _errors_with(claimed, now, error or "cancelled")
+    elif kind is ResultKind.DISCARD:
+        run_outcome = RunOutcome.DISCARDED
+        values.update(_final(claimed, JobState.DISCARDED, now))
+        values["errors"] = _errors_with(claimed, now, error or "discarded")
+    else:
+        run_outcome = {
+            ResultKind.ERROR: RunOutcome.FAILED,
+            ResultKind.TIMEOUT: RunOutcome.TIMEOUT,
+            ResultKind.CRASH: RunOutcome.CRASHED,
+        }[kind]
+        error = error or kind.value
+        values["errors"] = _errors_with(claimed, now, error)
+        if job.attempt >= job.max_attempts:
+            values.update(_final(claimed, JobState.DISCARDED, now))
+            if job.kind is JobKind.SLOT:
+                # A slot never finalises: out of attempts it parks, keeping its demand.
+                values = {k: v for k, v in values.items() if k not in _FINAL_KEYS}
+                values.update(state=JobState.PARKED.value, attempt=0)
+        else:
+            delay = backoff.delay(job.attempt, result.retry_after_ms)
+            values.update(state=JobState.RETRYABLE.value, scheduled_at=now + delay)
+    return Settlement(
+        job_id=job.id,
+        node=claimed.node,
+        lease_token=claimed.lease_token,
+        values=values,
+        run_outcome=run_outcome,
+        run_error=error if run_outcome is not RunOutcome.COMPLETED else None,
+        finished_at=now,
+        duration_ms=result.duration_ms,
+    )
+
+
+_FINAL_KEYS = {"finalized_at", "completed_at", "cancelled_at", "discarded_at", "unique_key"}
+
+
+def _slot_after_success(
+    claimed: ClaimedJob, result: ExecutionResult, now: datetime
+) -> dict[str, Any]:
+    """A slot that ran: run again if demand arrived meanwhile, else park.
+
+    Demand present at claim time was consumed by the claim, so ``demand_pending`` on the row
+    now means demand arrived during the run: a follow-up run, unless the worker proved it
+    satisfied that demand (``demand_satisfied``) or asked to ``park``. A pending control wake
+    always rearms the slot. The choice is made in SQL against the row as it is at the update,
+    because demand may be committed by others until that very moment.
+    """
+    control = literal_column("control_pending")
+    demand = literal_column("demand_pending")
+    values: dict[str, Any] = {"attempt": 0, "scheduled_at": now}
+    if result.demand_satisfied or result.park:
+        values["demand_pending"] = False
+        values["state"] = case(
+            (control == true(), JobState.AVAILABLE.value), else_=JobState.PARKED.value
+        )
+    else:
+        values["state"] = case(
+            (or_(control == true(), demand == true()), JobState.AVAILABLE.value),
+            else_=JobState.PARKED.value,
+        )
+    return values

@@ -1,0 +1,186 @@
+"""The engine's vocabulary: job states and their transitions, and read models.
+
+Every model is a frozen dataclass; ``JobState`` values equal the values stored in the database.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class JobState(enum.StrEnum):
+    """Where a job is in its life.
+
+    ``scheduled`` waits for its time; ``available`` can be claimed now; ``executing`` holds a
+    lease; ``retryable`` failed and waits for its backoff; ``completed``, ``cancelled`` and
+    ``discarded`` are final; a slot job rests in ``parked`` between demands and ``disabled``
+    takes it out of service.
+    """
+
+    SCHEDULED = "scheduled"
+    AVAILABLE = "available"
+    EXECUTING = "executing"
+    RETRYABLE = "retryable"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    DISCARDED = "discarded"
+    PARKED = "parked"
+    DISABLED = "disabled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.DISCARDED})
+INCOMPLETE_STATES = frozenset(set(JobState) - FINAL_STATES)
+
+#: Every allowed transition, once. Operator actions and the engine both check against it.
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.SCHEDULED: frozenset(
+        {JobState.AVAILABLE, JobState.CANCELLED, JobState.DISCARDED, JobState.PARKED}
+    ),
+    JobState.AVAILABLE: frozenset(
+        {JobState.EXECUTING, JobState.SCHEDULED, JobState.CANCELLED, JobState.DISCARDED,
+         JobState.PARKED, JobState.DISABLED}
+    ),
+    JobState.EXECUTING: frozenset(
+        {JobState.COMPLETED, JobState.RETRYABLE, JobState.SCHEDULED, JobState.CANCELLED,
+         JobState.DISCARDED, JobState.AVAILABLE, JobState.PARKED}
+    ),
+    JobState.RETRYABLE: frozenset(
+        {JobState.AVAILABLE, JobState.CANCELLED, JobState.DISCARDED, JobState.PARKED}
+    ),
+    JobState.COMPLETED: frozenset({JobState.AVAILABLE}),
+    JobState.CANCELLED: frozenset({JobState.AVAILABLE}),
+    JobState.DISCARDED: frozenset({JobState.AVAILABLE}),
+    JobState.PARKED: frozenset(
+        {JobState.AVAILABLE, JobState.SCHEDULED, JobState.DISABLED, JobState.CANCELLED,
+         JobState.DISCARDED}
+    ),
+    JobState.DISABLED: frozenset({JobState.PARKED, JobState.AVAILABLE, JobState.CANCELLED}),
+}
+
+
+class JobKind(enum.StrEnum):
+    """A one-shot job runs until it succeeds; a slot job runs whenever it has demand."""
+
+    ONESHOT = "oneshot"
+    SLOT = "slot"
+
+
+class RunOutcome(enum.StrEnum):
+    """How one execution attempt ended (``kickside_job_run.outcome``)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SNOOZED = "snoozed"
+    CANCELLED = "cancelled"
+    DISCARDED = "discarded"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    RESCUED = "rescued"
+
+
+@dataclass(frozen=True)
+class JobError:
+    """One entry of a job's error history, already redacted."""
+
+    attempt: int
+    at: datetime
+    error: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """A row of ``kickside_job``."""
+
+    id: uuid.UUID
+    kind: JobKind
+    state: JobState
+    queue: str
+    worker: str
+    args: dict[str, Any]
+    meta: dict[str, Any]
+    tags: list[str]
+    errors: list[JobError]
+    attempt: int
+    max_attempts: int
+    priority: int
+    unique_key: str | None
+    namespace: str | None
+    scope: str | None
+    identity_key: str | None
+    concurrency_key: str | None
+    capacity_group: str | None
+    demand_pending: bool
+    control_pending: bool
+    demand_seq: int
+    lease_owner: str | None
+    lease_token: uuid.UUID | None
+    lease_expires_at: datetime | None
+    rescue_count: int
+    max_execution_ms: int | None
+    inserted_at: datetime
+    scheduled_at: datetime
+    attempted_at: datetime | None
+    completed_at: datetime | None
+    cancelled_at: datetime | None
+    discarded_at: datetime | None
+    finalized_at: datetime | None
+    updated_at: datetime
+
+    @property
+    def is_slot(self) -> bool:
+        return self.kind is JobKind.SLOT
+
+
+@dataclass(frozen=True)
+class Run:
+    """A row of ``kickside_job_run``: one execution attempt."""
+
+    id: int
+    job_id: uuid.UUID
+    attempt: int
+    queue: str
+    worker: str
+    node: str
+    lease_token: uuid.UUID
+    code_version: str | None
+    queue_ms: int | None
+    started_at: datetime
+    finished_at: datetime | None
+    duration_ms: int | None
+    outcome: RunOutcome | None
+    error: str | None
+
+    @property
+    def settled(self) -> bool:
+        return self.finished_at is not None
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """What an enqueue did: the job's id, and whether an existing unique job was found."""
+
+    id: uuid.UUID
+    duplicate: bool = False
+    state: JobState = JobState.AVAILABLE
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job claimed under a lease, with everything needed to run it and record its outcome."""
+
+    job: Job
+    node: str
+    lease_token: uuid.UUID
+    lease_expires_at: datetime
+    attempt: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attempt", self.job.attempt)

@@ -1,0 +1,64 @@
+"""Waking worker pools: in-process at once, across processes through PostgreSQL NOTIFY.
+
+Each database (URL and schema) has one in-process :class:`WakeSignal`; an insert or a nudge in
+this process wakes every pool of this process at once. On PostgreSQL, ``pg_notify`` inside the
+inserting transaction wakes pools everywhere when (and only if) it commits. Polling with jitter
+stays the fallback, so a lost wake-up only costs latency.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, text
+
+from kickside_engine.store.database import Database
+
+
+def channel_name(db: Database) -> str:
+    """The LISTEN/NOTIFY channel of a database's Kickside schema."""
+    return f"kickside_{db.schema or 'public'}"
+
+
+@dataclass
+class WakeSignal:
+    """A generation counter with a condition: waiters see every wake after the one they saw."""
+
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    generation: int = 0
+    queues: set[str] = field(default_factory=set)
+
+    def wake(self, queue: str | None = None) -> None:
+        with self._cond:
+            self.generation += 1
+            if queue:
+                self.queues.add(queue)
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> int:
+        """Wait until the generation passes ``seen`` or ``timeout`` elapses; the generation."""
+        with self._cond:
+            if self.generation == seen:
+                self._cond.wait(timeout)
+            return self.generation
+
+
+_signals: dict[tuple[str, str | None], WakeSignal] = {}
+_signals_lock = threading.Lock()
+
+
+def local_signal(db: Database) -> WakeSignal:
+    """This process's wake signal for ``db``."""
+    key = (db.display_url(), db.schema)
+    with _signals_lock:
+        signal = _signals.get(key)
+        if signal is None:
+            signal = _signals[key] = WakeSignal()
+        return signal
+
+
+def notify_in_transaction(conn: Connection, db: Database, payload: str) -> None:
+    """On PostgreSQL, queue a NOTIFY that is delivered when ``conn``'s transaction commits."""
+    if db.is_postgresql:
+        conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel_name(db), "p": payload})

@@ -1,0 +1,195 @@
+"""Declaring workers, and the registry an application keeps them in.
+
+A worker has a permanent name (job rows reference it), a default queue, priority, max attempts,
+timeout (its max execution), backoff and uniqueness. Declare one with a decorator::
+
+    registry = WorkerRegistry()
+
+    @registry.worker("deliver_email", queue="mailers", max_attempts=10)
+    def deliver_email(args: dict, job: Job) -> Outcome | None:
+        ...
+
+or a class with a ``perform(self, args, job)`` method (a fresh instance runs each job).
+``args_type`` decodes the stored args before ``perform`` sees them (a dataclass is called with
+the args as keyword arguments, anything else with the dict); args that do not decode discard the
+job with the reason, since retrying cannot fix them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+
+from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff
+from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.outcomes import Outcome
+from kickside_engine.uniqueness import Unique
+
+if TYPE_CHECKING:
+    from kickside_engine.enqueue import JobBuilder
+    from kickside_engine.models import Job
+
+Perform = Callable[[Any, "Job"], Outcome | None]
+F = TypeVar("F", bound=Callable[..., Any])
+
+NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-/]{0,254}$")
+DEFAULT_TIMEOUT = timedelta(minutes=5)
+
+
+def validate_name(value: object, field: str, *, max_length: int = 255) -> str:
+    """A worker or queue name: non-empty, printable, no spaces, at most ``max_length``."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{field} must be a non-empty string, got {value!r}")
+    if len(value) > max_length or not NAME_PATTERN.match(value):
+        raise InvalidArgumentError(
+            f"invalid {field} {value[:80]!r}: use letters, digits and _ . : - / "
+            f"(at most {max_length} characters, starting with a letter or _)"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class CapacityDeclaration:
+    """A Settings-backed capacity shared by the workers that declare the same group.
+
+    The limits are read from ``kickside_setting`` rows ``(settings_namespace, global_limit_key)``
+    and ``(settings_namespace, concurrency_key_limit_key)`` at every claim.
+    """
+
+    group: str
+    settings_namespace: str
+    global_limit_key: str = "global_limit"
+    concurrency_key_limit_key: str = "concurrency_key_limit"
+
+    def as_meta(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A declared worker: its permanent name, its defaults, and the function that runs it."""
+
+    name: str
+    perform: Perform
+    queue: str = "default"
+    priority: int = 0
+    max_attempts: int = 20
+    timeout: timedelta = DEFAULT_TIMEOUT
+    backoff: Backoff = DEFAULT_BACKOFF
+    slot_backoff: Backoff | None = None
+    unique: Unique | None = None
+    args_type: Callable[..., Any] | None = None
+    tags: tuple[str, ...] = ()
+    capacity: CapacityDeclaration | None = None
+
+    def __post_init__(self) -> None:
+        validate_name(self.name, "worker name")
+        validate_name(self.queue, "queue", max_length=128)
+        if not 0 <= self.priority <= 9:
+            raise InvalidArgumentError(f"priority must be 0..9, got {self.priority}")
+        if self.max_attempts < 1:
+            raise InvalidArgumentError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.timeout.total_seconds() <= 0:
+            raise InvalidArgumentError(f"timeout must be positive, got {self.timeout}")
+
+    def new(self, args: Any = None) -> JobBuilder:
+        """A job builder for this worker, carrying its defaults."""
+        from kickside_engine.enqueue import JobBuilder
+
+        return JobBuilder.for_worker(self, args)
+
+    def decode_args(self, args: dict[str, Any]) -> Any:
+        """The args as ``perform`` expects them; raises when they do not decode."""
+        if self.args_type is None:
+            return args
+        if dataclasses.is_dataclass(self.args_type):
+            return self.args_type(**args)
+        return self.args_type(args)
+
+    def backoff_for(self, is_slot: bool) -> Backoff:
+        """The retry policy: ``slot_backoff`` for slot jobs when set, else ``backoff``."""
+        return (self.slot_backoff or self.backoff) if is_slot else self.backoff
+
+
+class WorkerRegistry:
+    """The workers one application can run, by permanent name."""
+
+    def __init__(self) -> None:
+        self._workers: dict[str, WorkerSpec] = {}
+
+    def register(self, spec: WorkerSpec) -> WorkerSpec:
+        """Add a worker; a second worker with the same name is an error."""
+        existing = self._workers.get(spec.name)
+        if existing is not None and existing is not spec:
+            raise InvalidArgumentError(f"worker {spec.name!r} is already registered")
+        self._workers[spec.name] = spec
+        return spec
+
+    @overload
+    def worker(self, target: F, /) -> F: ...
+
+    @overload
+    def worker(self, name: str | None = None, /, **options: Any) -> Callable[[F], F]: ...
+
+    def worker(self, name: Any = None, /, **options: Any) -> Any:
+        """Decorate a function ``perform(args, job)`` or a class with a ``perform`` method.
+
+        The worker's name defaults to the function's or class's qualified name; give one
+        explicitly, because names are permanent.
+        """
+        if callable(name):
+            return self._declare(name, None, {})
+
+        def decorate(target: F) -> F:
+            return self._declare(target, name, options)
+
+        return decorate
+
+    def _declare(self, target: F, name: str | None, options: Mapping[str, Any]) -> F:
+        if isinstance(target, type):
+            cls = target
+            perform: Perform = lambda args, job: cls().perform(args, job)  # noqa: E731
+            defaults = {
+                f.name: getattr(cls, f.name)
+                for f in dataclasses.fields(WorkerSpec)
+                if f.name not in ("name", "perform") and hasattr(cls, f.name)
+            }
+            name = name or getattr(cls, "name", None) or f"{cls.__module__}.{cls.__qualname__}"
+        else:
+            perform = cast(Perform, target)
+            defaults = {}
+            name = name or f"{target.__module__}.{target.__qualname__}"
+        spec = WorkerSpec(name=name, perform=perform, **{**defaults, **options})
+        self.register(spec)
+        target.kickside_worker = spec  # type: ignore[attr-defined]
+        return target
+
+    def get(self, name: str) -> WorkerSpec | None:
+        """The worker registered under ``name``, or None."""
+        return self._workers.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._workers
+
+    def __iter__(self) -> Iterator[WorkerSpec]:
+        return iter(list(self._workers.values()))
+
+    def __len__(self) -> int:
+        return len(self._workers)
+
+    def names(self) -> list[str]:
+        return sorted(self._workers)
+
+
+def spec_of(target: Any) -> WorkerSpec:
+    """The :class:`WorkerSpec` of a decorated worker function or class (or a spec itself)."""
+    if isinstance(target, WorkerSpec):
+        return target
+    spec = getattr(target, "kickside_worker", None)
+    if not isinstance(spec, WorkerSpec):
+        raise InvalidArgumentError(f"{target!r} is not a registered Kickside worker")
+    return spec
