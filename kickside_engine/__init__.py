@@ -3,7 +3,7 @@
 The public API is what this module exports; everything else is machinery.
 """
 
-from kickside_engine import migrate
+from kickside_engine import control, migrate
 from kickside_engine.api import (
     claim,
     complete,
@@ -37,6 +37,20 @@ from kickside_engine.models import (
     RunOutcome,
 )
 from kickside_engine.outcomes import Cancel, Discard, Done, Outcome, RetryAfter, Snooze
+from kickside_engine.slots import (
+    SlotInfo,
+    WakeKey,
+    WakeMultiResult,
+    WakeResult,
+    disable_slot,
+    enable_slot,
+    list_slots,
+    nudge_workers,
+    park_job,
+    purge_slot,
+    wake_job,
+    wake_multi,
+)
 from kickside_engine.store.database import Database, connect_database
 from kickside_engine.uniqueness import Unique
 from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
@@ -67,21 +81,34 @@ __all__ = [
     "RetryAfter",
     "Run",
     "RunOutcome",
+    "SlotInfo",
     "Snooze",
     "Unique",
+    "WakeKey",
+    "WakeMultiResult",
+    "WakeResult",
     "WorkerRegistry",
     "WorkerSpec",
     "claim",
     "complete",
     "connect_database",
+    "control",
+    "disable_slot",
+    "enable_slot",
     "enqueue",
     "enqueue_many",
     "fail",
     "get_job",
     "get_job_statuses",
     "get_job_statuses_tx",
+    "list_slots",
     "migrate",
     "node_name",
+    "nudge_workers",
+    "park_job",
+    "purge_slot",
     "record",
     "resolve_database_config",
+    "wake_job",
+    "wake_multi",
 ]

@@ -6,8 +6,8 @@ Enqueueing lives in :mod:`kickside_engine.enqueue`; slots, wakes and purges in
 
 from __future__ import annotations
 
-import socket
 import os
+import socket
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -45,7 +45,9 @@ def get_job(db: Database, job_id: uuid.UUID | str, *, conn: Connection | None = 
     return job_from_row(row) if row is not None else None
 
 
-def _statuses(conn: Connection, db: Database, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, JobState]:
+def _statuses(
+    conn: Connection, db: Database, ids: Iterable[uuid.UUID | str]
+) -> dict[uuid.UUID, JobState]:
     parsed = {p for p in (parse_uuid(i) for i in ids) if p is not None}
     if not parsed:
         return {}
@@ -91,13 +93,25 @@ def claim(
         if queue_is_paused(db, conn, queue):
             return []
         claimed = claim_jobs(
-            db, conn, queue=queue, node=node, limit=limit, now=now, lease=lease,
+            db,
+            conn,
+            queue=queue,
+            node=node,
+            limit=limit,
+            now=now,
+            lease=lease,
             code_version=code_version,
         )
         if len(claimed) < limit:
             claimed += claim_keyed(
-                db, conn, queue=queue, node=node, limit=limit - len(claimed), now=now,
-                lease=lease, code_version=code_version,
+                db,
+                conn,
+                queue=queue,
+                node=node,
+                limit=limit - len(claimed),
+                now=now,
+                lease=lease,
+                code_version=code_version,
             )
     return claimed
 
@@ -150,6 +164,7 @@ def fail(
     *,
     retry_after_ms: float | None = None,
     backoff: Backoff | None = None,
+    registry: WorkerRegistry | None = None,
     conn: Connection | None = None,
 ) -> bool:
     """Record a failed attempt (``fail_tx`` when ``conn`` is given).
@@ -161,7 +176,10 @@ def fail(
     result = ExecutionResult(
         ResultKind.ERROR, utcnow(), _elapsed(claimed), error=str(error), retry_after_ms=floor
     )
-    settlement = settlement_for(claimed, result, backoff=backoff or DEFAULT_BACKOFF)
+    if backoff is None:
+        spec = registry.get(claimed.job.worker) if registry is not None else None
+        backoff = spec.backoff_for(claimed.job.is_slot) if spec is not None else DEFAULT_BACKOFF
+    settlement = settlement_for(claimed, result, backoff=backoff)
     if conn is not None:
         return claimed.job.id in settle(db, conn, [settlement])
     with db.begin() as own:

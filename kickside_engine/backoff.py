@@ -12,7 +12,7 @@ from kickside_engine.errors import InvalidArgumentError
 
 @dataclass(frozen=True)
 class Backoff:
-    """``attempt ** exponent + base`` seconds plus up to ``jitter_per_attempt × attempt`` of jitter.
+    """``attempt ** exponent + base`` seconds, plus up to ``jitter_per_attempt * attempt`` jitter.
 
     The default is the seed's: about 16 s, 31 s, 96 s, 271 s…, so 20 attempts cover about three
     weeks. ``cap`` bounds the policy delay (never below ``base``). A retry floor
@@ -26,11 +26,11 @@ class Backoff:
 
     def policy_delay(self, attempt: int, rng: random.Random | None = None) -> timedelta:
         """The delay after failed attempt number ``attempt`` (1-based), jitter included."""
-        rng = rng or random
+        uniform = rng.uniform if rng is not None else random.uniform
         attempt = max(1, attempt)
         base_s = self.base.total_seconds()
         growth = min(float(attempt) ** self.exponent, 1e9)
-        jitter = rng.uniform(0, self.jitter_per_attempt.total_seconds() * attempt)
+        jitter = uniform(0, self.jitter_per_attempt.total_seconds() * attempt)
         seconds = growth + base_s + jitter
         if self.cap is not None:
             seconds = max(base_s, min(seconds, self.cap.total_seconds()))
@@ -54,7 +54,7 @@ def validate_retry_after_ms(value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgumentError(f"retry_after_ms must be a number of milliseconds, got {value!r}")
+        raise InvalidArgumentError(f"retry_after_ms must be a number (ms), got {value!r}")
     if not math.isfinite(value) or value < 0:
         raise InvalidArgumentError(f"retry_after_ms must be finite and >= 0, got {value!r}")
     return float(value)

@@ -1,27 +1,272 @@
 """The operator API: the reads and actions the CLI and the dashboard use (and nothing else).
 
-Every function takes the :class:`Database` and returns read models; actions record an audit
-row (who, host, when, what) in the same transaction as the change.
+This is the one module the CLI and the TUI import. It holds the queue and node reads, pausing
+and resuming queues, and re-exports the rest: job reads from :mod:`kickside_engine.queries`,
+job actions from :mod:`kickside_engine.control_actions`, bulk actions from
+:mod:`kickside_engine.bulk` and the audit trail from :mod:`kickside_engine.audit`.
+
+Every action runs in one transaction with its audit row (who, host, when, what) and returns the
+job or queue after the change. Functions that depend on time take ``now``.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
-from kickside_engine.ids import parse_uuid
-from kickside_engine.models import Run
+from kickside_engine.audit import Actor, AuditEntry, AuditPage, list_audit, record_audit
+from kickside_engine.bulk import BulkPreview, BulkResult, bulk_apply, bulk_preview
+from kickside_engine.clock import ensure_aware
+from kickside_engine.control_actions import (
+    JobAction,
+    cancel_job,
+    delete_job,
+    discard_job,
+    retry_job,
+)
+from kickside_engine.models import JobState, Run
+from kickside_engine.notify import local_signal, notify_in_transaction
+from kickside_engine.queries import (
+    JobDetail,
+    JobFilter,
+    JobPage,
+    count_jobs,
+    job_detail,
+    list_jobs,
+    parse_job_id,
+    read_runs,
+    read_state_counts,
+    state_counts,
+    zero_counts,
+)
 from kickside_engine.store.database import Database
-from kickside_engine.store.rows import run_from_row
+from kickside_engine.workers import validate_name
+
+__all__ = [
+    "NODE_STALE_AFTER",
+    "Actor",
+    "AuditEntry",
+    "AuditPage",
+    "BulkPreview",
+    "BulkResult",
+    "JobAction",
+    "JobDetail",
+    "JobFilter",
+    "JobPage",
+    "NodeInfo",
+    "QueueInfo",
+    "QueueNode",
+    "bulk_apply",
+    "bulk_preview",
+    "cancel_job",
+    "count_jobs",
+    "delete_job",
+    "discard_job",
+    "job_detail",
+    "list_audit",
+    "list_jobs",
+    "list_nodes",
+    "list_queues",
+    "list_runs",
+    "pause_queue",
+    "record_audit",
+    "resume_queue",
+    "retry_job",
+    "state_counts",
+]
+
+#: A node whose last heartbeat is older than this is stale: it runs nothing any more.
+NODE_STALE_AFTER = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class QueueNode:
+    """A live node running a queue, with the concurrency it runs the queue at."""
+
+    node: str
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """A queue as the overview shows it.
+
+    ``no_node`` flags a queue with available jobs that no live node runs: they just wait.
+    """
+
+    name: str
+    paused: bool
+    paused_at: datetime | None
+    paused_by: str | None
+    counts: dict[JobState, int]
+    nodes: tuple[QueueNode, ...]
+    no_node: bool
+
+    @property
+    def concurrency(self) -> int:
+        """The queue's concurrency summed over its live nodes."""
+        return sum(n.concurrency for n in self.nodes)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A registered worker pool; ``stale`` when its heartbeat is older than NODE_STALE_AFTER."""
+
+    name: str
+    host: str
+    pid: int
+    queues: dict[str, int]
+    code_version: str | None
+    executors_busy: int
+    executors_total: int
+    started_at: datetime
+    heartbeat_at: datetime
+    heartbeat_age: timedelta
+    stale: bool
+
+
+def _node_queues(value: Any) -> dict[str, int]:
+    """``{"default": 10}`` as the node registered it; a list of names counts as concurrency 0."""
+    if isinstance(value, dict):
+        return {
+            str(name): limit if isinstance(limit, int) and not isinstance(limit, bool) else 0
+            for name, limit in value.items()
+        }
+    if isinstance(value, list):
+        return {str(name): 0 for name in value}
+    return {}
+
+
+def _nodes(conn: Connection, db: Database, now: datetime, *, live_only: bool) -> list[NodeInfo]:
+    node = db.tables.node
+    stmt = select(node).order_by(node.c.name)
+    if live_only:
+        stmt = stmt.where(node.c.heartbeat_at >= now - NODE_STALE_AFTER)
+    infos = []
+    for r in conn.execute(stmt):
+        age = max(now - r.heartbeat_at, timedelta(0))
+        infos.append(
+            NodeInfo(
+                name=r.name,
+                host=r.host,
+                pid=r.pid,
+                queues=_node_queues(r.queues),
+                code_version=r.code_version,
+                executors_busy=r.executors_busy,
+                executors_total=r.executors_total,
+                started_at=r.started_at,
+                heartbeat_at=r.heartbeat_at,
+                heartbeat_age=age,
+                stale=age > NODE_STALE_AFTER,
+            )
+        )
+    return infos
+
+
+def list_nodes(db: Database, now: datetime) -> list[NodeInfo]:
+    """Every registered node, by name, with its heartbeat age at ``now`` and stale flag."""
+    now = ensure_aware(now, "now")
+    with db.read() as conn:
+        return _nodes(conn, db, now, live_only=False)
+
+
+def queue_infos(
+    conn: Connection, db: Database, now: datetime, *, name: str | None = None
+) -> list[QueueInfo]:
+    """Queues (all, or only ``name``) through ``conn``, by name."""
+    queue = db.tables.queue
+    counts = read_state_counts(conn, db, name)
+    stmt = select(queue)
+    if name is not None:
+        stmt = stmt.where(queue.c.name == name)
+    rows = {r.name: r for r in conn.execute(stmt)}
+    running: dict[str, list[QueueNode]] = {}
+    for node in _nodes(conn, db, now, live_only=True):
+        for queue_name, concurrency in node.queues.items():
+            running.setdefault(queue_name, []).append(QueueNode(node.name, concurrency))
+    infos = []
+    for queue_name in sorted(set(counts) | set(rows)):
+        row = rows.get(queue_name)
+        queue_counts = counts.get(queue_name) or zero_counts()
+        nodes = tuple(running.get(queue_name, ()))
+        infos.append(
+            QueueInfo(
+                name=queue_name,
+                paused=bool(row.paused) if row is not None else False,
+                paused_at=row.paused_at if row is not None else None,
+                paused_by=row.paused_by if row is not None else None,
+                counts=queue_counts,
+                nodes=nodes,
+                no_node=queue_counts[JobState.AVAILABLE] > 0 and not nodes,
+            )
+        )
+    return infos
+
+
+def list_queues(db: Database, now: datetime) -> list[QueueInfo]:
+    """Every queue with a ``kickside_queue`` row or jobs, with counts and live nodes at ``now``."""
+    now = ensure_aware(now, "now")
+    with db.read() as conn:
+        return queue_infos(conn, db, now)
 
 
 def list_runs(db: Database, job_id: uuid.UUID | str) -> list[Run]:
-    """Every execution attempt of a job, oldest first."""
-    parsed = parse_uuid(job_id)
-    if parsed is None:
+    """Every execution attempt of a job, oldest first (none for an absent or malformed id)."""
+    try:
+        parsed = parse_job_id(job_id)
+    except ValueError:
         return []
-    run = db.tables.job_run
     with db.read() as conn:
-        rows = conn.execute(select(run).where(run.c.job_id == parsed).order_by(run.c.id)).all()
-    return [run_from_row(r) for r in rows]
+        return read_runs(conn, db, parsed)
+
+
+def _set_paused(db: Database, name: str, actor: Actor, now: datetime, paused: bool) -> QueueInfo:
+    validate_name(name, "queue", max_length=128)
+    now = ensure_aware(now, "now")
+    queue = db.tables.queue
+    values = {
+        "paused": paused,
+        "paused_at": now if paused else None,
+        "paused_by": str(actor)[:255] if paused else None,
+        "updated_at": now,
+    }
+    with db.begin() as conn:
+        row = conn.execute(
+            select(queue).where(queue.c.name == name).with_for_update()
+        ).one_or_none()
+        changed = bool(row.paused) != paused if row is not None else paused
+        if row is None:
+            dialect_insert = postgresql.insert if db.is_postgresql else sqlite.insert
+            conn.execute(
+                dialect_insert(queue)
+                .values(name=name, **values)
+                .on_conflict_do_update(index_elements=["name"], set_=values)
+            )
+        elif changed:
+            # Pausing a paused queue keeps who paused it first, and when.
+            conn.execute(update(queue).where(queue.c.name == name).values(**values))
+        if not paused:
+            notify_in_transaction(conn, db, name)
+        record_audit(
+            conn, db, actor, "pause" if paused else "resume", "queue", name,
+            {"paused": paused, "changed": changed}, now,
+        )
+        (info,) = queue_infos(conn, db, now, name=name)
+    if not paused:
+        local_signal(db).wake(name)
+    return info
+
+
+def pause_queue(db: Database, name: str, actor: Actor, now: datetime) -> QueueInfo:
+    """Pause a queue on every node (idempotent): nodes stop claiming, running jobs finish."""
+    return _set_paused(db, name, actor, now, True)
+
+
+def resume_queue(db: Database, name: str, actor: Actor, now: datetime) -> QueueInfo:
+    """Resume a queue on every node (idempotent) and wake the pools that run it."""
+    return _set_paused(db, name, actor, now, False)

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.clock import ensure_aware, utcnow
-from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.ids import uuid7
 from kickside_engine.models import Inserted, JobKind, JobState
 from kickside_engine.notify import local_signal, notify_in_transaction
@@ -333,6 +333,20 @@ def enqueue(
 def _insert_one(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted:
     table = db.tables.job
     state = JobState(row["state"])
+    if row["identity_key"] is not None:
+        holder = conn.execute(
+            select(table.c.id, table.c.state).where(
+                table.c.namespace == row["namespace"],
+                table.c.scope == row["scope"],
+                table.c.identity_key == row["identity_key"],
+            )
+        ).one_or_none()
+        if holder is not None:
+            raise ConflictError(
+                f"identity {row['namespace']}/{row['scope']}/{row['identity_key']} is held by "
+                f"job {holder.id} ({holder.state})",
+                {"identity_in_use": True, "job_id": str(holder.id), "state": holder.state},
+            )
     if row["unique_key"] is None:
         conn.execute(insert(table), row)
         notify_in_transaction(conn, db, row["queue"])
@@ -368,7 +382,8 @@ def enqueue_many(
     for builder in jobs:
         if builder.options.unique is not None:
             raise InvalidArgumentError(
-                f"enqueue_many refuses unique jobs ({builder.options.worker}): insert them one by one"
+                f"enqueue_many refuses unique jobs ({builder.options.worker}): "
+                "insert them one by one"
             )
         if builder.options.kind is JobKind.SLOT or builder.options.identity_key is not None:
             raise InvalidArgumentError("enqueue_many refuses slot and identity jobs")
@@ -390,5 +405,3 @@ def _insert_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> 
     conn.execute(insert(db.tables.job), rows)
     for queue in sorted({r["queue"] for r in rows}):
         notify_in_transaction(conn, db, queue)
-
-

@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -141,5 +140,3 @@ def max_execution(job: Job, spec: WorkerSpec | None, default: timedelta) -> time
     if spec is not None:
         return spec.timeout
     return default
-
-

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, literal_column, or_, true
+from sqlalchemy import ColumnElement, case, literal_column, or_, true
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff
 from kickside_engine.models import ClaimedJob, JobKind, JobState, RunOutcome
@@ -54,8 +54,7 @@ def clean_error(text: str) -> str:
 
 def _errors_with(claimed: ClaimedJob, at: datetime, error: str) -> list[dict[str, Any]]:
     history = [
-        {"attempt": e.attempt, "at": e.at.isoformat(), "error": e.error}
-        for e in claimed.job.errors
+        {"attempt": e.attempt, "at": e.at.isoformat(), "error": e.error} for e in claimed.job.errors
     ]
     history.append({"attempt": claimed.job.attempt, "at": at.isoformat(), "error": error})
     return history[-MAX_ERRORS:]
@@ -63,8 +62,11 @@ def _errors_with(claimed: ClaimedJob, at: datetime, error: str) -> list[dict[str
 
 def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any]:
     values: dict[str, Any] = {"state": state.value, "finalized_at": now}
-    values[{"completed": "completed_at", "cancelled": "cancelled_at",
-            "discarded": "discarded_at"}[state.value]] = now
+    values[
+        {"completed": "completed_at", "cancelled": "cancelled_at", "discarded": "discarded_at"}[
+            state.value
+        ]
+    ] = now
     if claimed.job.meta.get("unique_states") != "all":
         values["unique_key"] = None
     if claimed.job.namespace is not None and claimed.job.kind is JobKind.ONESHOT:
@@ -156,8 +158,8 @@ def _slot_after_success(
     always rearms the slot. The choice is made in SQL against the row as it is at the update,
     because demand may be committed by others until that very moment.
     """
-    control = literal_column("control_pending")
-    demand = literal_column("demand_pending")
+    control: ColumnElement[Any] = literal_column("control_pending")
+    demand: ColumnElement[Any] = literal_column("demand_pending")
     values: dict[str, Any] = {"attempt": 0, "scheduled_at": now}
     if result.demand_satisfied or result.park:
         values["demand_pending"] = False

@@ -42,25 +42,55 @@ INCOMPLETE_STATES = frozenset(set(JobState) - FINAL_STATES)
 #: Every allowed transition, once. Operator actions and the engine both check against it.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.SCHEDULED: frozenset(
-        {JobState.AVAILABLE, JobState.CANCELLED, JobState.DISCARDED, JobState.PARKED}
+        {
+            JobState.AVAILABLE,
+            JobState.CANCELLED,
+            JobState.DISCARDED,
+            JobState.PARKED,
+            JobState.DISABLED,
+        }
     ),
     JobState.AVAILABLE: frozenset(
-        {JobState.EXECUTING, JobState.SCHEDULED, JobState.CANCELLED, JobState.DISCARDED,
-         JobState.PARKED, JobState.DISABLED}
+        {
+            JobState.EXECUTING,
+            JobState.SCHEDULED,
+            JobState.CANCELLED,
+            JobState.DISCARDED,
+            JobState.PARKED,
+            JobState.DISABLED,
+        }
     ),
     JobState.EXECUTING: frozenset(
-        {JobState.COMPLETED, JobState.RETRYABLE, JobState.SCHEDULED, JobState.CANCELLED,
-         JobState.DISCARDED, JobState.AVAILABLE, JobState.PARKED}
+        {
+            JobState.COMPLETED,
+            JobState.RETRYABLE,
+            JobState.SCHEDULED,
+            JobState.CANCELLED,
+            JobState.DISCARDED,
+            JobState.AVAILABLE,
+            JobState.PARKED,
+        }
     ),
     JobState.RETRYABLE: frozenset(
-        {JobState.AVAILABLE, JobState.CANCELLED, JobState.DISCARDED, JobState.PARKED}
+        {
+            JobState.AVAILABLE,
+            JobState.CANCELLED,
+            JobState.DISCARDED,
+            JobState.PARKED,
+            JobState.DISABLED,
+        }
     ),
     JobState.COMPLETED: frozenset({JobState.AVAILABLE}),
     JobState.CANCELLED: frozenset({JobState.AVAILABLE}),
     JobState.DISCARDED: frozenset({JobState.AVAILABLE}),
     JobState.PARKED: frozenset(
-        {JobState.AVAILABLE, JobState.SCHEDULED, JobState.DISABLED, JobState.CANCELLED,
-         JobState.DISCARDED}
+        {
+            JobState.AVAILABLE,
+            JobState.SCHEDULED,
+            JobState.DISABLED,
+            JobState.CANCELLED,
+            JobState.DISCARDED,
+        }
     ),
     JobState.DISABLED: frozenset({JobState.PARKED, JobState.AVAILABLE, JobState.CANCELLED}),
 }

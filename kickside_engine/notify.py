@@ -9,6 +9,7 @@ stays the fallback, so a lost wake-up only costs latency.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, text
@@ -27,14 +28,25 @@ class WakeSignal:
 
     _cond: threading.Condition = field(default_factory=threading.Condition)
     generation: int = 0
-    queues: set[str] = field(default_factory=set)
+    _subscribers: list[Callable[[str | None], None]] = field(default_factory=list)
 
     def wake(self, queue: str | None = None) -> None:
         with self._cond:
             self.generation += 1
-            if queue:
-                self.queues.add(queue)
+            subscribers = list(self._subscribers)
             self._cond.notify_all()
+        for callback in subscribers:
+            callback(queue)
+
+    def subscribe(self, callback: Callable[[str | None], None]) -> None:
+        """Call ``callback(queue)`` on every wake (from the waking thread; keep it cheap)."""
+        with self._cond:
+            self._subscribers.append(callback)
+
+    def unsubscribe(self, callback: Callable[[str | None], None]) -> None:
+        with self._cond:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
 
     def wait(self, seen: int, timeout: float) -> int:
         """Wait until the generation passes ``seen`` or ``timeout`` elapses; the generation."""

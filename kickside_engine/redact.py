@@ -23,6 +23,7 @@ the standard library so that every layer can use it.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, TypeGuard
 
@@ -104,6 +105,11 @@ def is_sensitive_key(key: str) -> bool:
     Ordinary words stay ordinary: ``monkey``, ``keyboard``, ``author``, ``passwordless``,
     ``primary_key`` and ``tokenizer`` are not sensitive.
     """
+    return _is_sensitive_key(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_sensitive_key(key: str) -> bool:
     lowered = key.lower()
     if not any(hint in lowered for hint in _KEY_HINTS):
         return False
@@ -132,9 +138,12 @@ _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 _URL_CREDENTIALS = re.compile(r"(?P<prefix>://[^\s:/?#@]*+:)(?P<password>[^\s/?#]+)@")
 
 # A key followed by "=" or ":" (not "==", "::" or ":="); the value is matched separately. The
-# lookahead skips, inside the regex engine, keys that contain none of the hint words.
+# two lookaheads let the regex engine skip, cheaply, words not followed by a separator and keys
+# that contain none of the hint words; is_sensitive_key decides the rest.
 _KEY_SEPARATOR = re.compile(
-    r"(?<![\w.\-])(?=[\w.\-]*?(?i:" + "|".join(_KEY_HINTS) + r"))"
+    r"(?<![\w.\-])"
+    r"(?=[\w.\-]++[\"']?[ \t]*+[:=](?![:=]))"
+    r"(?=[\w.\-]*?(?i:" + "|".join(_KEY_HINTS) + r"))"
     r"(?P<key>[\w.\-]++)[\"']?[ \t]*+(?P<sep>[:=])(?![:=])[ \t]*+"
 )
 
@@ -158,13 +167,16 @@ _VALUE = re.compile(
 # prose such as "Token expired" stays readable.
 _AUTH_CREDENTIAL = re.compile(
     r"(?<![\w\-])(?P<scheme>Bearer|BEARER|bearer|Basic|BASIC|Token|TOKEN)[ \t]++"
-    r"(?P<credential>(?>[A-Za-z0-9\-_~+/]++(?:\.[A-Za-z0-9\-_~+/]++)*+)=*+)"
+    r"(?P<credential>(?>[A-Za-z0-9\-_~+/]++(?:\.[A-Za-z0-9\-_~+/]++)*+)=*+)(?![\w\[])"
 )
 _CREDENTIAL_SYMBOLS = frozenset("0123456789-_~+/.=")
 
 # Token shapes recognisable without a key.
 _TOKEN_SHAPES = re.compile(
-    "|".join(
+    # The leading lookahead on the possible first characters makes the scan of ordinary text
+    # several times faster.
+    r"(?=[gxAsre])(?:"
+    + "|".join(
         (
             # GitHub personal, OAuth, user-to-server, server-to-server and refresh tokens.
             r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}+",
@@ -172,13 +184,14 @@ _TOKEN_SHAPES = re.compile(
             # Slack bot, user, app and refresh tokens.
             r"(?<![A-Za-z0-9])xox[abeoprs]-[A-Za-z0-9\-]{10,}+",
             # AWS access key ids (long-term and temporary).
-            r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])",
+            r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])",
             # Stripe secret and restricted keys.
             r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{8,}+",
             # JSON Web Tokens: three base64url segments, the first a JSON object ("eyJ").
             r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]++\.[A-Za-z0-9_\-]++\.[A-Za-z0-9_\-]*+",
         )
     )
+    + ")"
 )
 
 
@@ -228,7 +241,7 @@ def _redact_key_values(text: str) -> str:
             pieces.append(text[position : match.end()])
             position = match.end()
             continue
-        group = next(g for g in ("value1", "value2", "value3") if value.group(g) is not None)
+        group = value.lastgroup or "value3"  # the value group always closes last
         pieces.append(text[position : value.start(group)])
         pieces.append(REDACTED)
         position = value.end(group)
@@ -248,12 +261,22 @@ def _looks_like_credential(word: str) -> bool:
 
 
 def _redact_auth_credentials(text: str) -> str:
-    def replace(match: re.Match[str]) -> str:
+    pieces: list[str] = []
+    position = 0
+    while True:
+        match = _AUTH_CREDENTIAL.search(text, position)
+        if match is None:
+            break
         if _looks_like_credential(match.group("credential")):
-            return match.group(0)[: match.start("credential") - match.start()] + REDACTED
-        return match.group(0)
-
-    return _AUTH_CREDENTIAL.sub(replace, text)
+            pieces.append(text[position : match.start("credential")])
+            pieces.append(REDACTED)
+            position = match.end()
+        else:
+            # Resume after the scheme word: in "Bearer Bearer abc123" the second one counts.
+            pieces.append(text[position : match.end("scheme")])
+            position = match.end("scheme")
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def _redact_token_shapes(text: str) -> str:
@@ -276,9 +299,12 @@ def redact_text(text: str) -> str:
     """
     text = _redact_private_keys(text)
     text = _redact_url_credentials(text)
-    text = _redact_key_values(text)
+    text = _redact_token_shapes(text)
     text = _redact_auth_credentials(text)
-    return _redact_token_shapes(text)
+    text = _redact_key_values(text)
+    # Once more: a quoted value redacted above may have hidden the spaces that kept a URL's
+    # password from being recognised ('https://u:password="a b"@host').
+    return _redact_url_credentials(text)
 
 
 # --- structured values --------------------------------------------------------------------

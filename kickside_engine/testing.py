@@ -199,8 +199,14 @@ def assert_enqueued(
     """
     name = worker if worker is None or isinstance(worker, str) else spec_of(worker).name
     matches, jobs = _matching(
-        db, worker=name, queue=queue, args=args, state=state, tags=tags,
-        scheduled_at=scheduled_at, delta=delta,
+        db,
+        worker=name,
+        queue=queue,
+        args=args,
+        state=state,
+        tags=tags,
+        scheduled_at=scheduled_at,
+        delta=delta,
     )
     wanted = {"worker": name, "queue": queue, "args": args, "state": state, "tags": tags}
     wanted = {k: v for k, v in wanted.items() if v is not None}
@@ -225,7 +231,13 @@ def refute_enqueued(
     """Assert that no matching job is enqueued."""
     name = worker if worker is None or isinstance(worker, str) else spec_of(worker).name
     matches, _ = _matching(
-        db, worker=name, queue=queue, args=args, state=state, tags=tags, scheduled_at=None,
+        db,
+        worker=name,
+        queue=queue,
+        args=args,
+        state=state,
+        tags=tags,
+        scheduled_at=None,
         delta=timedelta(0),
     )
     if matches:
@@ -251,15 +263,40 @@ def perform_job(
     stored = json.loads(json.dumps(dict(args or {}), allow_nan=False))
     now = utcnow()
     job = Job(
-        id=uuid.uuid4(), kind=JobKind.ONESHOT, state=JobState.EXECUTING, queue=spec.queue,
-        worker=spec.name, args=stored, meta=dict(meta or {}), tags=list(tags or []), errors=[],
-        attempt=attempt, max_attempts=max_attempts or spec.max_attempts, priority=spec.priority,
-        unique_key=None, namespace=None, scope=None, identity_key=None, concurrency_key=None,
-        capacity_group=None, demand_pending=False, control_pending=False, demand_seq=0,
-        lease_owner="test:perform", lease_token=uuid.uuid4(),
-        lease_expires_at=now + timedelta(minutes=5), rescue_count=0, max_execution_ms=None,
-        inserted_at=now, scheduled_at=now, attempted_at=now, completed_at=None,
-        cancelled_at=None, discarded_at=None, finalized_at=None, updated_at=now,
+        id=uuid.uuid4(),
+        kind=JobKind.ONESHOT,
+        state=JobState.EXECUTING,
+        queue=spec.queue,
+        worker=spec.name,
+        args=stored,
+        meta=dict(meta or {}),
+        tags=list(tags or []),
+        errors=[],
+        attempt=attempt,
+        max_attempts=max_attempts or spec.max_attempts,
+        priority=spec.priority,
+        unique_key=None,
+        namespace=None,
+        scope=None,
+        identity_key=None,
+        concurrency_key=None,
+        capacity_group=None,
+        demand_pending=False,
+        control_pending=False,
+        demand_seq=0,
+        lease_owner="test:perform",
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now + timedelta(minutes=5),
+        rescue_count=0,
+        max_execution_ms=None,
+        inserted_at=now,
+        scheduled_at=now,
+        attempted_at=now,
+        completed_at=None,
+        cancelled_at=None,
+        discarded_at=None,
+        finalized_at=None,
+        updated_at=now,
     )
     value = spec.perform(spec.decode_args(stored), job)
     return Done() if value is None else value

@@ -29,7 +29,11 @@ def stage(db: Database, now: datetime, *, batch: int = BATCH) -> int:
     with db.begin() as conn:
         rows = conn.execute(
             update(job)
-            .where(job.c.id.in_(due.scalar_subquery()))
+            .where(
+                job.c.id.in_(
+                    select(due.cte("due").prefix_with("MATERIALIZED", dialect="postgresql").c.id)
+                )
+            )
             .where(job.c.state.in_([JobState.SCHEDULED.value, JobState.RETRYABLE.value]))
             .values(state=JobState.AVAILABLE.value, updated_at=now)
             .returning(job.c.queue)

@@ -71,25 +71,27 @@ def claim_jobs(
         candidates = candidates.where(job.c.id.in_(list(job_ids)))
     if db.is_postgresql:
         candidates = candidates.with_for_update(skip_locked=True)
+    # Materialised, so PostgreSQL runs the locking subquery once: as a plain IN (subquery) it
+    # may be re-run per outer row, and claim more than ``limit`` jobs.
+    chosen = candidates.cte("candidates").prefix_with("MATERIALIZED", dialect="postgresql")
     expires = now + lease
-    stmt = (
-        update(job)
-        .where(job.c.id.in_(candidates.scalar_subquery()))
-        .where(job.c.state == JobState.AVAILABLE.value)
-        .values(
-            state=JobState.EXECUTING.value,
-            attempt=job.c.attempt + 1,
-            attempted_at=now,
-            lease_owner=node,
-            lease_token=fresh_token_sql(db),
-            lease_expires_at=expires,
-            # A claim consumes the slot demand present now; demand arriving later re-arms it.
-            demand_pending=False,
-            control_pending=False,
-            updated_at=now,
-        )
-        .returning(*job.c)
-    )
+    stmt = update(job).where(job.c.id.in_(select(chosen.c.id)))
+    if not db.is_postgresql:
+        # PostgreSQL holds the candidates' row locks; repeating the state test there only
+        # tempts the planner into scanning every available job instead of the primary key.
+        stmt = stmt.where(job.c.state == JobState.AVAILABLE.value)
+    stmt = stmt.values(
+        state=JobState.EXECUTING.value,
+        attempt=job.c.attempt + 1,
+        attempted_at=now,
+        lease_owner=node,
+        lease_token=fresh_token_sql(db),
+        lease_expires_at=expires,
+        # A claim consumes the slot demand present now; demand arriving later re-arms it.
+        demand_pending=False,
+        control_pending=False,
+        updated_at=now,
+    ).returning(*job.c)
     rows = conn.execute(stmt).all()
     if not rows:
         return []

@@ -133,7 +133,6 @@ def _create_engine(config: DatabaseConfig, *, pool_size: int) -> Engine:
             config.url,
             pool_size=pool_size,
             max_overflow=pool_size,
-            pool_pre_ping=True,
             pool_recycle=1800,
             connect_args={"connect_timeout": 10, "application_name": "kickside"},
         )

@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, text
 
+from kickside_engine.clock import utcnow
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.settings import limit_value
 from kickside_engine.store.claims import claim_jobs
@@ -65,8 +66,8 @@ def read_group_limits(conn: Connection, db: Database, declaration: dict[str, Any
             )
         ).all()
     )
-    problems = []
-    limits = []
+    problems: list[str] = []
+    limits: list[int | None] = []
     for key in (gkey, kkey):
         if key not in rows:
             problems.append(f"setting {namespace}/{key} is missing")
@@ -110,6 +111,9 @@ def claim_keyed(
     if db.is_postgresql:
         for lock in sorted([_lock_id("g", g) for g in groups] + [_lock_id("k", k) for k in keys]):
             conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": lock})
+        # Time passed while waiting for the locks: runs must not appear to start before the
+        # admission that allowed them (the history is how limits are audited).
+        now = max(now, utcnow())
 
     executing = conn.execute(
         select(job.c.capacity_group, job.c.concurrency_key, func.count())
@@ -130,7 +134,7 @@ def claim_keyed(
             per_group_key[(group, key)] += count
 
     limits: dict[str, GroupLimits] = {}
-    admitted = []
+    admitted: list[Any] = []
     for c in candidates:
         if len(admitted) >= limit:
             break
@@ -142,7 +146,10 @@ def claim_keyed(
             gl = limits[group]
             if gl.problem or gl.global_limit is None or gl.per_key_limit is None:
                 continue
-            if per_group[group] >= gl.global_limit or per_group_key[(group, key)] >= gl.per_key_limit:
+            if (
+                per_group[group] >= gl.global_limit
+                or per_group_key[(group, key)] >= gl.per_key_limit
+            ):
                 continue
             per_group[group] += 1
             per_group_key[(group, key)] += 1
@@ -154,6 +161,14 @@ def claim_keyed(
     if not admitted:
         return []
     return claim_jobs(
-        db, conn, queue=queue, node=node, limit=len(admitted), now=now, lease=lease,
-        code_version=code_version, keyless_only=False, job_ids=admitted,
+        db,
+        conn,
+        queue=queue,
+        node=node,
+        limit=len(admitted),
+        now=now,
+        lease=lease,
+        code_version=code_version,
+        keyless_only=False,
+        job_ids=admitted,
     )

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, update
+from sqlalchemy.sql.elements import ClauseElement
 
 from kickside_engine.models import JobState, RunOutcome
 from kickside_engine.store.database import Database
@@ -105,4 +106,76 @@ def settle_open_run(
             error=error,
             duration_ms=None,
         )
+    )
+
+
+def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> None:
+    """Apply many settlements with one pipelined executemany per shape of update.
+
+    Unlike :func:`settle` it does not report which jobs matched: it relies on the run-row
+    invariant above, so a settlement whose lease was lost changes neither the job nor the run.
+    """
+    if not settlements:
+        return
+    job = db.tables.job
+    run = db.tables.job_run
+    groups: dict[tuple[Any, ...], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for s in settlements:
+        bound = {k: v for k, v in s.values.items() if not isinstance(v, ClauseElement)}
+        exprs = {k: v for k, v in s.values.items() if isinstance(v, ClauseElement)}
+        shape = (
+            tuple(sorted(bound)),
+            tuple(
+                sorted(
+                    (k, str(v.compile(compile_kwargs={"literal_binds": True})))
+                    for k, v in exprs.items()
+                )
+            ),
+        )
+        if shape not in groups:
+            groups[shape] = (exprs, [])
+        groups[shape][1].append(
+            {
+                "_id": s.job_id,
+                "_node": s.node,
+                "_token": s.lease_token,
+                **{f"v_{k}": v for k, v in bound.items()},
+            }
+        )
+    for (bound_keys, _), (exprs, params) in groups.items():
+        stmt = (
+            update(job)
+            .where(
+                and_(
+                    job.c.id == bindparam("_id", type_=job.c.id.type),
+                    job.c.state == JobState.EXECUTING.value,
+                    job.c.lease_owner == bindparam("_node", type_=job.c.lease_owner.type),
+                    job.c.lease_token == bindparam("_token", type_=job.c.lease_token.type),
+                )
+            )
+            .values(
+                **{k: bindparam(f"v_{k}", type_=job.c[k].type) for k in bound_keys},
+                **exprs,
+            )
+        )
+        conn.execute(stmt, params)
+    conn.execute(
+        update(run)
+        .where(and_(run.c.lease_token == bindparam("token"), run.c.finished_at.is_(None)))
+        .values(
+            finished_at=bindparam("finished_at"),
+            duration_ms=bindparam("duration_ms"),
+            outcome=bindparam("outcome"),
+            error=bindparam("error"),
+        ),
+        [
+            {
+                "token": s.lease_token,
+                "finished_at": s.finished_at,
+                "duration_ms": s.duration_ms,
+                "outcome": s.run_outcome.value,
+                "error": s.run_error,
+            }
+            for s in settlements
+        ],
     )

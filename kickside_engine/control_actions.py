@@ -1,0 +1,220 @@
+"""Operator actions on one job: retry (run now), cancel, discard and delete.
+
+Each action runs in one transaction with its audit row, checks the state change against
+:data:`kickside_engine.models.TRANSITIONS`, and returns the job after the change. Cancelling or
+discarding an executing job takes its lease away and settles its open run: the pool running it
+finds the lease lost at its next renewal and stops the execution, and a late outcome from it is
+dropped (outcomes are fenced by the lease token). Bulk actions (:mod:`kickside_engine.bulk`)
+apply the very same transitions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, delete, select, update
+
+from kickside_engine.audit import Actor, record_audit
+from kickside_engine.clock import ensure_aware
+from kickside_engine.errors import ConflictError, NotFoundError
+from kickside_engine.models import FINAL_STATES, TRANSITIONS, Job, JobKind, JobState, RunOutcome
+from kickside_engine.notify import local_signal, notify_in_transaction
+from kickside_engine.queries import parse_job_id
+from kickside_engine.redact import redact_text
+from kickside_engine.store.database import Database
+from kickside_engine.store.outcomes import settle_open_run
+from kickside_engine.store.rows import job_from_row
+
+JobAction = Literal["retry", "cancel", "discard"]
+
+#: Where each action takes a job.
+ACTION_TARGETS: dict[str, JobState] = {
+    "retry": JobState.AVAILABLE,
+    "cancel": JobState.CANCELLED,
+    "discard": JobState.DISCARDED,
+}
+# "Retry / run now" revives finished jobs and hurries waiting ones. An available job is already
+# runnable, an executing one must be cancelled first, and a disabled slot is enabled through the
+# slots API instead.
+_RETRY_FROM = frozenset(
+    {
+        JobState.RETRYABLE,
+        JobState.SCHEDULED,
+        JobState.COMPLETED,
+        JobState.CANCELLED,
+        JobState.DISCARDED,
+        JobState.PARKED,
+    }
+)
+_RUN_OUTCOMES = {"cancel": RunOutcome.CANCELLED, "discard": RunOutcome.DISCARDED}
+_FINAL_AT = {
+    JobState.COMPLETED: "completed_at",
+    JobState.CANCELLED: "cancelled_at",
+    JobState.DISCARDED: "discarded_at",
+}
+
+
+def eligible_states(action: str) -> frozenset[JobState]:
+    """The states a job can be in for ``action`` to apply to it."""
+    target = ACTION_TARGETS[action]
+    sources = _RETRY_FROM if action == "retry" else frozenset(set(JobState) - FINAL_STATES)
+    return frozenset(s for s in sources if target in TRANSITIONS[s])
+
+
+def check_action(job: Job, action: str) -> None:
+    """Raise :class:`ConflictError` (details: state, action, job_id) unless ``action`` applies."""
+    if job.state in eligible_states(action):
+        return
+    details = {"state": job.state.value, "action": action, "job_id": str(job.id)}
+    if job.state is JobState.EXECUTING:
+        reason = "it is executing (cancel it first)"
+    elif job.state.is_final:
+        reason = f"it is already {job.state.value}"
+    else:
+        reason = f"it is {job.state.value}"
+    raise ConflictError(f"cannot {action} job {job.id}: {reason}", details=details)
+
+
+def _final_values(job: Job, target: JobState, now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = {"finalized_at": now, _FINAL_AT[target]: now}
+    if job.meta.get("unique_states") != "all":
+        values["unique_key"] = None
+    if job.namespace is not None and job.kind is JobKind.ONESHOT:
+        # As when a worker finishes it: a finished one-shot job releases its identity.
+        values.update(namespace=None, scope=None, identity_key=None)
+        values["meta"] = {**job.meta, "identity": [job.namespace, job.scope, job.identity_key]}
+    return values
+
+
+def apply_job_action(
+    conn: Connection, db: Database, job: Job, action: str, actor: Actor, now: datetime
+) -> Job | None:
+    """Apply a checked ``action`` to ``job`` as read in this transaction; no audit row.
+
+    The update is guarded by the state (and lease token) that was read, so it returns None
+    when the job changed meanwhile. Callers lock the row first (see :func:`lock_job`).
+    """
+    target = ACTION_TARGETS[action]
+    table = db.tables.job
+    values: dict[str, Any] = {"state": target.value, "updated_at": now}
+    if target is JobState.AVAILABLE:
+        values.update(
+            scheduled_at=now, finalized_at=None, completed_at=None, cancelled_at=None,
+            discarded_at=None,
+        )
+        if job.attempt >= job.max_attempts:
+            values["max_attempts"] = job.attempt + 1
+    else:
+        values.update(_final_values(job, target, now))
+    guard = [table.c.id == job.id, table.c.state == job.state.value]
+    token = job.lease_token if job.state is JobState.EXECUTING else None
+    if token is not None:
+        values.update(lease_token=None, lease_expires_at=None)
+        guard.append(table.c.lease_token == token)
+    row = conn.execute(
+        update(table).where(*guard).values(**values).returning(*table.c)
+    ).one_or_none()
+    if row is None:
+        return None
+    if token is not None:
+        settle_open_run(
+            db, conn, lease_token=token, outcome=_RUN_OUTCOMES[action], now=now,
+            error=redact_text(f"{target.value} by {actor}"),
+        )
+        # Pools on PostgreSQL stop the execution at once; others at their next lease renewal.
+        notify_in_transaction(conn, db, f"cancel:{job.id}")
+    if target is JobState.AVAILABLE:
+        notify_in_transaction(conn, db, job.queue)
+    return job_from_row(row)
+
+
+def lock_job(conn: Connection, db: Database, job_id: uuid.UUID) -> Job:
+    """Read a job for update in this transaction; NotFoundError when it does not exist."""
+    table = db.tables.job
+    row = conn.execute(
+        select(table).where(table.c.id == job_id).with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise NotFoundError(f"job {job_id} not found")
+    return job_from_row(row)
+
+
+def _audit_details(before: Job, after: Job | None) -> dict[str, Any]:
+    details: dict[str, Any] = {
+        "from": before.state.value,
+        "queue": before.queue,
+        "worker": before.worker,
+    }
+    if after is not None:
+        details["to"] = after.state.value
+    if before.state is JobState.EXECUTING:
+        details["node"] = before.lease_owner
+    return details
+
+
+def _job_action(
+    db: Database, job_id: uuid.UUID | str, action: str, actor: Actor, now: datetime
+) -> Job:
+    parsed = parse_job_id(job_id)
+    now = ensure_aware(now, "now")
+    with db.begin() as conn:
+        current = lock_job(conn, db, parsed)
+        check_action(current, action)
+        changed = apply_job_action(conn, db, current, action, actor, now)
+        if changed is None:
+            raise ConflictError(
+                f"job {parsed} changed during {action}; look again",
+                details={"state": current.state.value, "action": action, "job_id": str(parsed)},
+            )
+        details = _audit_details(current, changed)
+        record_audit(conn, db, actor, action, "job", str(parsed), details, now)
+    if changed.state is JobState.AVAILABLE:
+        local_signal(db).wake(changed.queue)
+    return changed
+
+
+def retry_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:
+    """Retry / run now: make the job available at ``now``.
+
+    Works from retryable, scheduled, parked and the final states. A final job is revived
+    (its final timestamps cleared) and, when its attempts are used up, gets one more. An
+    executing or already available job is a :class:`ConflictError`.
+    """
+    return _job_action(db, job_id, "retry", actor, now)
+
+
+def cancel_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:
+    """Cancel a job that is not final; an executing one is aborted on its node.
+
+    Its unique key is released unless its uniqueness covers all states. A final job is a
+    :class:`ConflictError` with ``details["state"]``.
+    """
+    return _job_action(db, job_id, "cancel", actor, now)
+
+
+def discard_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:
+    """Discard a job that is not final, by the same rules as :func:`cancel_job`."""
+    return _job_action(db, job_id, "discard", actor, now)
+
+
+def delete_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:
+    """Delete a job that is not executing, with its run history; returns it as it was."""
+    parsed = parse_job_id(job_id)
+    now = ensure_aware(now, "now")
+    job, run = db.tables.job, db.tables.job_run
+    with db.begin() as conn:
+        current = lock_job(conn, db, parsed)
+        if current.state is JobState.EXECUTING:
+            raise ConflictError(
+                f"cannot delete job {parsed}: it is executing (cancel it first)",
+                details={"state": current.state.value, "action": "delete", "job_id": str(parsed)},
+            )
+        # Explicitly rather than by ON DELETE CASCADE: a host's SQLite engine may run with
+        # foreign keys off.
+        conn.execute(delete(run).where(run.c.job_id == parsed))
+        conn.execute(delete(job).where(job.c.id == parsed))
+        details = _audit_details(current, None)
+        record_audit(conn, db, actor, "delete", "job", str(parsed), details, now)
+    return current

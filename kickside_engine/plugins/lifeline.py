@@ -1,0 +1,168 @@
+"""Lifeline: executing jobs whose lease expired go back to work (or are discarded).
+
+A lease expires when its holder stopped renewing it: the node crashed, was killed, or shut down
+with the job unfinished. Only expired leases are touched (``lease_expires_at < now``); a live
+lease belongs to a node that is still running the job.
+
+A rescued job becomes ``available`` at once, or ``discarded`` when it has used its last attempt
+(slot jobs are never discarded: they return to ``available``). Each rescue settles the job's open
+run as ``rescued`` in the same transaction, so a late outcome from the old holder matches
+nothing and is dropped (see :mod:`kickside_engine.store.outcomes`).
+
+Every node runs the Lifeline. On PostgreSQL the candidate rows are locked ``FOR UPDATE SKIP
+LOCKED``, and each update is fenced by the old lease token, so concurrent Lifelines rescue each
+expiry exactly once; on SQLite the write transaction serialises them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, select, update
+
+from kickside_engine.clock import ensure_aware
+from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.lifecycle import MAX_ERRORS, clean_error
+from kickside_engine.models import JobKind, JobState, RunOutcome
+from kickside_engine.notify import local_signal, notify_in_transaction
+from kickside_engine.store.database import Database
+from kickside_engine.store.outcomes import settle_open_run
+
+log = logging.getLogger("kickside.plugins.lifeline")
+BATCH = 1_000
+
+
+@dataclass(frozen=True)
+class RescueResult:
+    """What one Lifeline pass did: jobs made available again, jobs discarded, and their ids."""
+
+    rescued: int = 0
+    discarded: int = 0
+    job_ids: list[uuid.UUID] = field(default_factory=list)
+
+
+def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> RescueResult:
+    """Rescue up to ``batch`` executing jobs whose lease expired before ``now``.
+
+    Increments ``rescue_count``, clears the lease token and expiry (``lease_owner`` stays, so
+    operators see which node lost the job) and settles the open run as ``rescued``.
+    """
+    now = ensure_aware(now, "now")
+    if batch < 1:
+        raise InvalidArgumentError(f"batch must be at least 1, got {batch}")
+    job = db.tables.job
+    expired = (
+        select(*(job.c[f.name] for f in fields(_Expired)))
+        .where(job.c.state == JobState.EXECUTING.value, job.c.lease_expires_at < now)
+        .order_by(job.c.lease_expires_at, job.c.id)
+        .limit(batch)
+    )
+    if db.is_postgresql:
+        expired = expired.with_for_update(skip_locked=True)
+    rescued: list[uuid.UUID] = []
+    discarded: list[uuid.UUID] = []
+    queues: set[str] = set()
+    with db.begin() as conn:
+        for found in conn.execute(expired).all():
+            row = _Expired(**found._asdict())
+            discard = _out_of_attempts(row)
+            if not _rescue_one(db, conn, row, now, discard=discard):
+                continue
+            (discarded if discard else rescued).append(row.id)
+            if not discard:
+                queues.add(row.queue)
+        for queue in sorted(queues):
+            notify_in_transaction(conn, db, queue)
+    if rescued or discarded:
+        log.warning(
+            "rescued %d jobs with expired leases (%d discarded)",
+            len(rescued) + len(discarded),
+            len(discarded),
+            extra={"plugin": "lifeline", "rescued": len(rescued), "discarded": len(discarded)},
+        )
+        signal = local_signal(db)
+        for queue in sorted(queues):
+            signal.wake(queue)
+    return RescueResult(rescued=len(rescued), discarded=len(discarded), job_ids=rescued + discarded)
+
+
+@dataclass(frozen=True)
+class _Expired:
+    """The columns of an expired job the Lifeline needs."""
+
+    id: uuid.UUID
+    kind: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    lease_owner: str
+    lease_token: uuid.UUID
+    meta: dict[str, Any]
+    errors: list[dict[str, Any]]
+    namespace: str | None
+    scope: str | None
+    identity_key: str | None
+
+
+def _out_of_attempts(row: _Expired) -> bool:
+    return row.kind != JobKind.SLOT.value and row.attempt >= row.max_attempts
+
+
+def _rescue_one(
+    db: Database, conn: Connection, row: _Expired, now: datetime, *, discard: bool
+) -> bool:
+    """Move one expired job out of ``executing`` and settle its run; False if it moved already."""
+    job = db.tables.job
+    reason = clean_error(f"lease expired on node {row.lease_owner}")
+    values: dict[str, Any] = {
+        "rescue_count": job.c.rescue_count + 1,
+        "lease_token": None,
+        "lease_expires_at": None,
+        "updated_at": now,
+    }
+    if discard:
+        values.update(_discarded(row, now))
+    else:
+        values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
+    # Fenced by the old token: a concurrent Lifeline (or the holder finishing) wins cleanly.
+    result = conn.execute(
+        update(job)
+        .where(
+            and_(
+                job.c.id == row.id,
+                job.c.state == JobState.EXECUTING.value,
+                job.c.lease_token == row.lease_token,
+            )
+        )
+        .values(**values)
+    )
+    if result.rowcount != 1:
+        return False
+    settle_open_run(
+        db, conn, lease_token=row.lease_token, outcome=RunOutcome.RESCUED, now=now, error=reason
+    )
+    return True
+
+
+def _discarded(row: _Expired, now: datetime) -> dict[str, Any]:
+    """The final-state values for a one-shot job that expired on its last attempt."""
+    meta: dict[str, Any] = dict(row.meta or {})
+    error = clean_error(f"lease expired on node {row.lease_owner} after attempt {row.attempt}")
+    errors = [*(row.errors or []), {"attempt": row.attempt, "at": now.isoformat(), "error": error}]
+    values: dict[str, Any] = {
+        "state": JobState.DISCARDED.value,
+        "discarded_at": now,
+        "finalized_at": now,
+        "errors": errors[-MAX_ERRORS:],
+    }
+    if meta.get("unique_states") != "all":
+        values["unique_key"] = None
+    if row.namespace is not None:
+        # As for any finished one-shot job (lifecycle._final): release the identity.
+        values.update(namespace=None, scope=None, identity_key=None)
+        values["meta"] = {**meta, "identity": [row.namespace, row.scope, row.identity_key]}
+    return values

@@ -1,0 +1,96 @@
+"""Pruner: final jobs older than the retention period are deleted, with their run history.
+
+Final rows stay for operators (history matters) until they are ``max_age`` old. Deletion runs in
+bounded batches, each its own short transaction, so a large backlog never holds a long lock;
+whatever is left waits for the next tick. Run rows go with their job (``ON DELETE CASCADE``;
+the engine turns SQLite's foreign keys on for every connection it opens).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, select
+
+from kickside_engine.clock import ensure_aware
+from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.models import FINAL_STATES
+from kickside_engine.store.database import Database
+
+log = logging.getLogger("kickside.plugins.pruner")
+DEFAULT_MAX_AGE = timedelta(days=7)
+BATCH = 1_000
+MAX_BATCHES = 10
+
+_FINAL = sorted(state.value for state in FINAL_STATES)
+
+
+def prune(
+    db: Database,
+    now: datetime,
+    *,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+    batch: int = BATCH,
+    max_batches: int = MAX_BATCHES,
+) -> int:
+    """Delete final jobs finalized more than ``max_age`` before ``now``; returns how many.
+
+    At most ``batch * max_batches`` jobs per call. Non-final jobs are never deleted, nor a job
+    an operator retried between the select and the delete (the delete re-checks the state).
+    """
+    now = ensure_aware(now, "now")
+    _check_positive(batch=batch, max_batches=max_batches)
+    if max_age < timedelta(0):
+        raise InvalidArgumentError(f"max_age must not be negative, got {max_age}")
+    job = db.tables.job
+    cutoff = now - max_age
+    old = (
+        select(job.c.id)
+        .where(job.c.state.in_(_FINAL), job.c.finalized_at < cutoff)
+        .order_by(job.c.finalized_at)
+        .limit(batch)
+    )
+    if db.is_postgresql:
+        # Concurrent pruners on other nodes take other rows instead of waiting on these.
+        old = old.with_for_update(skip_locked=True)
+    total = 0
+    for _ in range(max_batches):
+        with db.begin() as conn:
+            ids = list(conn.execute(old).scalars())
+            if ids:
+                total += conn.execute(
+                    delete(job).where(
+                        job.c.id.in_(ids), job.c.state.in_(_FINAL), job.c.finalized_at < cutoff
+                    )
+                ).rowcount
+        if len(ids) < batch:
+            break
+    if total:
+        log.debug("pruned jobs", extra={"plugin": "pruner", "count": total})
+    return total
+
+
+def prune_recurring_executions(
+    db: Database, now: datetime, max_age: timedelta = DEFAULT_MAX_AGE
+) -> int:
+    """Delete cron bookkeeping rows whose run is more than ``max_age`` before ``now``.
+
+    Cron only claims runs due within the last minute, so old rows no longer guard anything.
+    """
+    now = ensure_aware(now, "now")
+    if max_age < timedelta(minutes=2):
+        # Younger rows still stop a second node from firing the same run.
+        raise InvalidArgumentError(f"max_age must be at least 2 minutes, got {max_age}")
+    table = db.tables.recurring_execution
+    with db.begin() as conn:
+        count = conn.execute(delete(table).where(table.c.run_at < now - max_age)).rowcount
+    if count:
+        log.debug("pruned recurring executions", extra={"plugin": "pruner", "count": count})
+    return count
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")

@@ -1,0 +1,74 @@
+"""Loading an application's workers by import path, and naming the code version."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from kickside_engine.backoff import Backoff
+from kickside_engine.errors import ConfigurationError
+from kickside_engine.workers import WorkerRegistry
+
+
+def load_registry(app: str) -> WorkerRegistry:
+    """Import ``module`` or ``module:attribute`` and return its :class:`WorkerRegistry`.
+
+    Without an attribute, the module's ``registry`` is used.
+    """
+    module_name, _, attr = app.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import worker module {module_name!r}: {exc}") from None
+    registry = getattr(module, attr or "registry", None)
+    if not isinstance(registry, WorkerRegistry):
+        raise ConfigurationError(
+            f"{module_name}:{attr or 'registry'} is not a kickside WorkerRegistry"
+        )
+    return registry
+
+
+def code_version(app: str | None) -> str:
+    """The app module's ``KICKSIDE_CODE_VERSION`` or ``__version__``, else a hash of its source.
+
+    The hash covers the module's file (or every ``.py`` file of its package), so editing the
+    worker code yields a new version.
+    """
+    if not app:
+        return "embedded"
+    module = sys.modules.get(app.partition(":")[0])
+    if module is None:
+        return "unknown"
+    for name in ("KICKSIDE_CODE_VERSION", "__version__"):
+        value = getattr(module, name, None)
+        if isinstance(value, str) and value:
+            return value[:128]
+    path = getattr(module, "__file__", None)
+    if not path:
+        return "unknown"
+    file = Path(path)
+    files = sorted(file.parent.rglob("*.py")) if file.name == "__init__.py" else [file]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes())
+    return "sha-" + digest.hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """What the supervisor needs to know of a worker it never imports."""
+
+    timeout: timedelta
+    backoff: Backoff
+    slot_backoff: Backoff | None
+
+
+def worker_infos(registry: WorkerRegistry) -> dict[str, WorkerInfo]:
+    """The timeout and retry policy of every registered worker."""
+    return {
+        spec.name: WorkerInfo(spec.timeout, spec.backoff, spec.slot_backoff) for spec in registry
+    }

@@ -1,0 +1,212 @@
+"""Executors: where jobs run. A process each by default, so a hung job can really be stopped,
+a crash fails only its own attempt, and new code loads without restarting the supervisor.
+
+The supervisor talks to an executor over a duplex pipe:
+
+- executor → supervisor: ``("ready", code_version, worker_infos)`` once loaded, then
+  ``("result", lease_token, ExecutionResult)`` per job;
+- supervisor → executor: ``("run", ClaimedJob)`` and ``("stop",)``.
+
+An in-process (thread) executor runs the same loop with the registry handed to it, for
+embedding and tests; it cannot be killed, so a timed-out job's thread is abandoned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import uuid
+from multiprocessing.connection import Connection
+from typing import Any
+
+from kickside_engine.execution import execute
+from kickside_engine.models import ClaimedJob
+from kickside_engine.runtime.app import code_version, load_registry, worker_infos
+from kickside_engine.workers import WorkerRegistry
+
+log = logging.getLogger("kickside.executor")
+
+
+def _serve(conn: Connection, registry: WorkerRegistry, version: str) -> None:
+    conn.send(("ready", version, worker_infos(registry)))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        claimed: ClaimedJob = message[1]
+        result = execute(registry, claimed)
+        try:
+            conn.send(("result", claimed.lease_token, result))
+        except (BrokenPipeError, OSError):
+            return
+
+
+def _die_with_parent() -> None:
+    """Make sure this executor never outlives its supervisor (kill -9, power loss).
+
+    An orphaned executor would go on running its job while the lease expires and another node
+    runs it again: the one thing a leased-job engine must never allow.
+    """
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.2)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kickside-parent-watch", daemon=True).start()
+
+
+def process_main(conn: Connection, app: str) -> None:
+    """Entry point of an executor process: load the app's workers and serve jobs."""
+    _die_with_parent()
+    # The supervisor handles signals; a Ctrl-C in the terminal must not kill running jobs.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        registry = load_registry(app)
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    _serve(conn, registry, code_version(app))
+
+
+class Executor:
+    """One executor as the supervisor sees it."""
+
+    def __init__(self, generation: int) -> None:
+        self.id = uuid.uuid4().hex[:8]
+        self.generation = generation
+        self.conn: Connection
+        self.version: str | None = None
+        self.infos: dict[str, Any] = {}
+        self.running: ClaimedJob | None = None
+        self.deadline: float | None = None
+        self.started_monotonic: float = 0.0
+        self.retiring = False
+
+    @property
+    def ready(self) -> bool:
+        return self.version is not None
+
+    @property
+    def idle(self) -> bool:
+        return self.ready and self.running is None and not self.retiring
+
+    def dispatch(self, claimed: ClaimedJob) -> None:
+        self.running = claimed
+        self.conn.send(("run", claimed))
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.conn.send(("stop",))
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def join(self, timeout: float) -> None:
+        raise NotImplementedError
+
+
+class ProcessExecutor(Executor):
+    """An executor in its own process."""
+
+    _context = multiprocessing.get_context("spawn")
+
+    def __init__(self, app: str, generation: int) -> None:
+        super().__init__(generation)
+        parent, child = self._context.Pipe(duplex=True)
+        self.conn = parent
+        self.process = self._context.Process(
+            target=process_main,
+            args=(child, app),
+            name=f"kickside-executor-{self.id}",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, OSError, AttributeError):
+            if self.process.pid is not None:
+                os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join(5)
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.kill()
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+
+class ThreadExecutor(Executor):
+    """An in-process executor: a thread with the registry handed to it."""
+
+    def __init__(self, registry: WorkerRegistry, version: str, generation: int) -> None:
+        super().__init__(generation)
+        parent, child = multiprocessing.Pipe(duplex=True)
+        self.conn = parent
+        self._child = child
+        self.thread = threading.Thread(
+            target=self._run,
+            args=(child, registry, version),
+            name=f"kickside-executor-{self.id}",
+            daemon=True,
+        )
+        self.thread.start()
+
+    @staticmethod
+    def _run(conn: Connection, registry: WorkerRegistry, version: str) -> None:
+        try:
+            _serve(conn, registry, version)
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    @property
+    def pid(self) -> int | None:
+        return os.getpid()
+
+    def kill(self) -> None:
+        # A thread cannot be killed: close our end so its late result goes nowhere.
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        with contextlib.suppress(OSError):
+            self.conn.close()

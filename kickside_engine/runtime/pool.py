@@ -1,0 +1,455 @@
+"""The pool supervisor: claims due jobs, hands them to executors, keeps their leases alive,
+records outcomes, and upgrades executors in place.
+
+One supervisor thread does all of this in a loop, waiting on executor pipes, a self-pipe (local
+inserts, PostgreSQL notifications, signals) and timers. Outcomes that arrive together are
+recorded in one transaction together with the next claim, so throughput is not bound to one
+commit per job; an outcome not yet recorded when the pool dies means a re-run, never a loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from datetime import timedelta
+from multiprocessing.connection import wait
+from typing import Any
+
+from kickside_engine.api import node_name
+from kickside_engine.backoff import DEFAULT_BACKOFF
+from kickside_engine.clock import utcnow
+from kickside_engine.execution import timeout_result
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
+from kickside_engine.models import ClaimedJob
+from kickside_engine.notify import local_signal
+from kickside_engine.runtime.app import WorkerInfo, code_version
+from kickside_engine.runtime.config import PoolConfig
+from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor
+from kickside_engine.runtime.listener import Listener
+from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
+from kickside_engine.store.claims import claim_jobs
+from kickside_engine.store.database import Database
+from kickside_engine.store.keyed_claims import claim_keyed
+from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
+from kickside_engine.store.outcomes import Settlement, settle_batch
+
+log = logging.getLogger("kickside.pool")
+job_log = logging.getLogger("kickside.job")
+
+
+class WorkerPool:
+    """A supervised worker pool. ``run()`` blocks; ``start()``/``stop()`` run it on a thread."""
+
+    def __init__(self, db: Database, config: PoolConfig) -> None:
+        self.db = db
+        self.config = config
+        self.node = config.node or node_name()
+        self.host = socket.gethostname()
+        self.started_at = utcnow()
+        self.generation = 0
+        self.executors: list[Executor] = []
+        self.running_by_queue: Counter[str] = Counter()
+        self.paused: set[str] = set()
+        self.pending: list[Settlement] = []
+        self.events: deque[str] = deque()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._claim_wanted = True
+        self._next_poll = 0.0
+        self._next_beat = 0.0
+        self.leases = LeaseKeeper(db, self.node, config.lease)
+        self.stats: Counter[str] = Counter()
+        self.ready = threading.Event()
+        self.version = config.code_version or (
+            code_version(config.app) if config.mode == "thread" else "pending"
+        )
+
+    # -- wake-ups ---------------------------------------------------------------------------
+
+    def _poke(self, event: str | None = None) -> None:
+        if event:
+            self.events.append(event)
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+    def _on_local_wake(self, queue: str | None) -> None:
+        self._poke(queue or "nudge")
+
+    def request_stop(self) -> None:
+        """Ask the pool to shut down gracefully (what SIGTERM and SIGINT do)."""
+        self._stop.set()
+        self._poke("stop")
+
+    def request_upgrade(self) -> None:
+        """Replace executors with ones on the current code (what SIGHUP does)."""
+        self._poke("reload")
+
+    # -- executors --------------------------------------------------------------------------
+
+    def _spawn(self) -> Executor:
+        if self.config.mode == "process":
+            assert self.config.app is not None
+            ex: Executor = ProcessExecutor(self.config.app, self.generation)
+        else:
+            registry = self.config.registry
+            if registry is None:
+                from kickside_engine.runtime.app import load_registry
+
+                registry = load_registry(self.config.app or "")
+            ex = ThreadExecutor(registry, self.version, self.generation)
+        self.executors.append(ex)
+        return ex
+
+    def _retire(self, ex: Executor, *, kill: bool = False) -> None:
+        if ex in self.executors:
+            self.executors.remove(ex)
+        if kill:
+            ex.kill()
+        else:
+            ex.stop()
+            ex.join(5)
+
+    def _upgrade(self) -> None:
+        self.generation += 1
+        log.info("upgrading executors in place", extra={"generation": self.generation})
+        for ex in list(self.executors):
+            if ex.running is None:
+                self._retire(ex)
+                self._spawn()
+            else:
+                ex.retiring = True  # finishes its job under the code it started with
+
+    def _replace(self, ex: Executor, *, kill: bool) -> None:
+        self._retire(ex, kill=kill)
+        if not self._stop.is_set():
+            self._spawn()
+
+    # -- results ----------------------------------------------------------------------------
+
+    def _info(self, ex: Executor, worker: str) -> WorkerInfo | None:
+        info = ex.infos.get(worker)
+        return info if isinstance(info, WorkerInfo) else None
+
+    def _finish(self, ex: Executor, result: ExecutionResult) -> None:
+        claimed = ex.running
+        if claimed is None:
+            return
+        info = self._info(ex, claimed.job.worker)
+        backoff = DEFAULT_BACKOFF
+        if info is not None:
+            backoff = (info.slot_backoff or info.backoff) if claimed.job.is_slot else info.backoff
+        self.pending.append(settlement_for(claimed, result, backoff=backoff))
+        ex.running = None
+        ex.deadline = None
+        self.running_by_queue[claimed.job.queue] -= 1
+        self.leases.forget(claimed.lease_token)
+        self.stats[result.kind.value] += 1
+        self._claim_wanted = True
+        self._log_stop(claimed, result)
+        if ex.retiring:
+            self._replace(ex, kill=False)
+
+    def _log_stop(self, claimed: ClaimedJob, result: ExecutionResult) -> None:
+        fields = {
+            "job_id": str(claimed.job.id),
+            "worker": claimed.job.worker,
+            "queue": claimed.job.queue,
+            "attempt": claimed.job.attempt,
+            "duration_ms": result.duration_ms,
+            "outcome": result.kind.value,
+        }
+        if result.kind in (ResultKind.ERROR, ResultKind.TIMEOUT, ResultKind.CRASH):
+            final = claimed.job.attempt >= claimed.job.max_attempts and not claimed.job.is_slot
+            fields["error"] = clean_error(result.error or result.kind.value)
+            job_log.log(logging.ERROR if final else logging.WARNING, "job.exception", extra=fields)
+        else:
+            job_log.info("job.stop", extra=fields)
+
+    def _receive(self, ex: Executor) -> None:
+        try:
+            message = ex.conn.recv()
+        except (EOFError, OSError):
+            self._executor_died(ex)
+            return
+        kind = message[0]
+        if kind == "ready":
+            ex.version, ex.infos = message[1], message[2]
+            if self.config.mode == "process":
+                self.version = ex.version or self.version
+            self._claim_wanted = True
+        elif kind == "result":
+            if ex.running is not None and message[1] == ex.running.lease_token:
+                self._finish(ex, message[2])
+        elif kind == "failed":
+            log.error("executor could not load the app: %s", message[1])
+            self._retire(ex, kill=True)
+            self.request_stop()
+
+    def _executor_died(self, ex: Executor) -> None:
+        claimed = ex.running
+        if claimed is not None:
+            started = ex.started_monotonic
+            self._finish(
+                ex,
+                ExecutionResult(
+                    ResultKind.CRASH,
+                    utcnow(),
+                    int((time.monotonic() - started) * 1000),
+                    error="crash: the executor process running this attempt died "
+                    f"(exit code {getattr(getattr(ex, 'process', None), 'exitcode', None)})",
+                ),
+            )
+        self._replace(ex, kill=True)
+
+    def _check_deadlines(self, now_mono: float) -> None:
+        for ex in list(self.executors):
+            if ex.running is not None and ex.deadline is not None and now_mono >= ex.deadline:
+                claimed = ex.running
+                limit = self._max_execution(ex, claimed)
+                self._finish(ex, timeout_result(limit, ex.started_monotonic))
+                self._replace(ex, kill=True)
+
+    def _max_execution(self, ex: Executor, claimed: ClaimedJob) -> timedelta:
+        info = self._info(ex, claimed.job.worker)
+        if claimed.job.max_execution_ms:
+            return timedelta(milliseconds=claimed.job.max_execution_ms)
+        return info.timeout if info is not None else self.config.default_max_execution
+
+    def _stop_lost(self, lost: set[uuid.UUID]) -> None:
+        """Stop executions whose lease is gone (cancelled or rescued): never record them."""
+        for ex in list(self.executors):
+            if ex.running is not None and ex.running.lease_token in lost:
+                claimed = ex.running
+                log.warning("lease lost, stopping execution", extra={"job_id": str(claimed.job.id)})
+                self.running_by_queue[claimed.job.queue] -= 1
+                self.leases.forget(claimed.lease_token)
+                ex.running = None
+                self._replace(ex, kill=True)
+
+    # -- claims -----------------------------------------------------------------------------
+
+    def _flush_and_claim(self) -> None:
+        idle = [ex for ex in self.executors if ex.idle] if not self._stop.is_set() else []
+        want_claim = bool(idle) and self._claim_wanted
+        if not self.pending and not want_claim:
+            return
+        pending, self.pending = self.pending, []
+        self.stats["flushes"] += 1
+        self.stats["flushed"] += len(pending)
+        now = utcnow()
+        assigned: list[tuple[Executor, ClaimedJob]] = []
+        with self.db.begin() as conn:
+            if pending:
+                settle_batch(self.db, conn, pending)
+            if want_claim:
+                queues = list(self.config.queues)
+                random.shuffle(queues)
+                full = False
+                for queue in queues:
+                    if queue in self.paused or not idle:
+                        continue
+                    free = min(self.config.queues[queue] - self.running_by_queue[queue], len(idle))
+                    if free <= 0:
+                        continue
+                    version = idle[0].version
+                    batch = claim_jobs(
+                        self.db,
+                        conn,
+                        queue=queue,
+                        node=self.node,
+                        limit=free,
+                        now=now,
+                        lease=self.config.lease,
+                        code_version=version,
+                    )
+                    if len(batch) < free:
+                        batch += claim_keyed(
+                            self.db,
+                            conn,
+                            queue=queue,
+                            node=self.node,
+                            limit=free - len(batch),
+                            now=now,
+                            lease=self.config.lease,
+                            code_version=version,
+                        )
+                    full = full or len(batch) == free
+                    self.stats["claims"] += 1
+                    self.stats["claimed"] += len(batch)
+                    for job in batch:
+                        assigned.append((idle.pop(0), job))
+                        self.running_by_queue[queue] += 1
+                self._claim_wanted = full
+        mono = time.monotonic()
+        for ex, claimed in assigned:
+            ex.started_monotonic = mono
+            ex.deadline = mono + self._max_execution(ex, claimed).total_seconds()
+            self.leases.track(claimed.lease_token)
+            job_log.info(
+                "job.start",
+                extra={
+                    "job_id": str(claimed.job.id),
+                    "worker": claimed.job.worker,
+                    "queue": claimed.job.queue,
+                    "attempt": claimed.job.attempt,
+                    "queue_ms": int((now - claimed.job.scheduled_at) / timedelta(milliseconds=1)),
+                },
+            )
+            ex.dispatch(claimed)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        busy = sum(1 for ex in self.executors if ex.running is not None)
+        beat = NodeBeat(
+            name=self.node,
+            host=self.host,
+            pid=os.getpid(),
+            queues=dict(self.config.queues),
+            code_version=self.version,
+            executors_busy=busy,
+            executors_total=len(self.executors),
+            started_at=self.started_at,
+        )
+        paused = heartbeat(self.db, beat, utcnow())
+        if paused != self.paused:
+            self.paused = paused
+            self._claim_wanted = True
+
+    def _handle_events(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            while os.read(self._wake_r, 4096):
+                pass
+        while self.events:
+            event = self.events.popleft()
+            if event == "reload":
+                self._upgrade()
+            elif event.startswith("cancel:"):
+                self.leases.check_soon()
+            elif event != "stop":
+                self._claim_wanted = True
+
+    def _timers(self) -> None:
+        mono = time.monotonic()
+        if mono >= self._next_beat:
+            self._beat()
+            self._next_beat = mono + 1.0
+        if mono >= self._next_poll:
+            self._claim_wanted = True
+            self._next_poll = mono + self.config.poll_interval * random.uniform(0.8, 1.2)
+        lost = self.leases.maintain(mono)
+        if lost:
+            self._stop_lost(lost)
+        self._check_deadlines(mono)
+
+    def _wait(self) -> None:
+        mono = time.monotonic()
+        deadlines = [ex.deadline for ex in self.executors if ex.deadline is not None]
+        until = min([self._next_poll, self._next_beat, self.leases.next_due, *deadlines])
+        timeout = (
+            0.0
+            if (self._claim_wanted and any(ex.idle for ex in self.executors))
+            else max(0.0, until - mono)
+        )
+        objects: list[Any] = [ex.conn for ex in self.executors if not ex.conn.closed]
+        objects.append(self._wake_r)
+        for ready in wait(objects, timeout=min(timeout, 1.0)):
+            if ready == self._wake_r:
+                continue
+            for ex in list(self.executors):
+                if ex.conn is ready:
+                    self._receive(ex)
+                    break
+
+    def _on_payload(self, payload: str) -> None:
+        self._poke(payload)
+
+    def run(self) -> None:
+        """Run until :meth:`request_stop` (or SIGTERM/SIGINT in the main thread)."""
+        in_main = threading.current_thread() is threading.main_thread()
+        previous: dict[int, Any] = {}
+        if in_main:
+            handlers = {
+                signal.SIGTERM: self.request_stop,
+                signal.SIGINT: self.request_stop,
+                signal.SIGHUP: self.request_upgrade,
+            }
+            for signum, handler in handlers.items():
+                previous[signum] = signal.signal(signum, lambda *_a, h=handler: h())
+        signal_ = local_signal(self.db)
+        signal_.subscribe(self._on_local_wake)
+        listener = Listener(self.db, self._on_payload) if self.db.is_postgresql else None
+        plugins = PluginThread(self.db, self.config) if self.config.run_plugins else None
+        try:
+            self._beat()
+            for _ in range(self.config.executors):
+                self._spawn()
+            if listener:
+                listener.start()
+            if plugins:
+                plugins.start()
+            self.ready.set()
+            while not self._stop.is_set():
+                self._wait()
+                self._handle_events()
+                self._timers()
+                self._flush_and_claim()
+            self._drain()
+        finally:
+            signal_.unsubscribe(self._on_local_wake)
+            if listener:
+                listener.stop()
+            if plugins:
+                plugins.stop()
+            for ex in list(self.executors):
+                self._retire(ex, kill=ex.running is not None)
+            with contextlib.suppress(Exception):
+                deregister(self.db, self.node)
+            for number, old in previous.items():
+                signal.signal(number, old)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            log.info("pool stopped", extra={"node": self.node})
+
+    def _drain(self) -> None:
+        """Shutdown: stop claiming, wait up to the grace for running jobs, leave the rest."""
+        deadline = time.monotonic() + self.config.shutdown_grace.total_seconds()
+        while any(ex.running for ex in self.executors) and time.monotonic() < deadline:
+            self._wait()
+            self._handle_events()
+            self._timers()
+            self._flush_and_claim()
+        abandoned = [ex.running.lease_token for ex in self.executors if ex.running is not None]
+        for ex in list(self.executors):
+            if ex.running is not None:
+                self._retire(ex, kill=True)
+        self._flush_and_claim()
+        if abandoned:
+            # Left to the Lifeline, which may rescue them at once rather than at lease expiry.
+            self.leases.expire_now(abandoned)
+            log.warning("shutdown left jobs to the Lifeline", extra={"count": len(abandoned)})
+
+    def start(self) -> None:
+        """Run the pool on a background thread (embedding); returns once it is ready."""
+        self._thread = threading.Thread(
+            target=self.run, name=f"kickside-pool-{self.node}", daemon=True
+        )
+        self._thread.start()
+        self.ready.wait(60)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop a pool started with :meth:`start` and wait for it."""
+        self.request_stop()
+        if self._thread is not None:
+            self._thread.join(timeout)

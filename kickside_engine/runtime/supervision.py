@@ -1,0 +1,137 @@
+"""The pool's background duties: keeping leases alive, and running the plugins each second."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy import and_, select, update
+
+from kickside_engine.clock import utcnow
+from kickside_engine.models import JobState
+from kickside_engine.store.claims import renew_leases
+from kickside_engine.store.database import Database
+
+if TYPE_CHECKING:
+    from kickside_engine.runtime.config import PoolConfig
+
+log = logging.getLogger("kickside.pool")
+CHECK_INTERVAL = 1.0
+
+
+class LeaseKeeper:
+    """Renews this node's leases well before they expire and notices leases it lost.
+
+    Every second it checks that each running job still holds its lease (an operator's cancel
+    or a rescue takes it away); every third of the lease it extends them.
+    """
+
+    def __init__(self, db: Database, node: str, lease: timedelta) -> None:
+        self.db = db
+        self.node = node
+        self.lease = lease
+        self.tokens: set[uuid.UUID] = set()
+        self._next_check = time.monotonic() + CHECK_INTERVAL
+        self._next_renew = time.monotonic() + lease.total_seconds() / 3
+
+    @property
+    def next_due(self) -> float:
+        return min(self._next_check, self._next_renew)
+
+    def track(self, token: uuid.UUID) -> None:
+        self.tokens.add(token)
+
+    def forget(self, token: uuid.UUID) -> None:
+        self.tokens.discard(token)
+
+    def check_soon(self) -> None:
+        self._next_check = 0.0
+
+    def maintain(self, mono: float) -> set[uuid.UUID]:
+        """Renew or check as due; returns the tokens whose lease is gone."""
+        if not self.tokens:
+            self._next_check = mono + CHECK_INTERVAL
+            self._next_renew = mono + self.lease.total_seconds() / 3
+            return set()
+        tokens = list(self.tokens)
+        if mono >= self._next_renew:
+            held = renew_leases(
+                self.db, node=self.node, tokens=tokens, now=utcnow(), lease=self.lease
+            )
+            self._next_renew = mono + self.lease.total_seconds() / 3
+            self._next_check = mono + CHECK_INTERVAL
+        elif mono >= self._next_check:
+            held = self._still_held(tokens)
+            self._next_check = mono + CHECK_INTERVAL
+        else:
+            return set()
+        lost = set(tokens) - held
+        self.tokens -= lost
+        return lost
+
+    def _still_held(self, tokens: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        job = self.db.tables.job
+        with self.db.read() as conn:
+            rows = conn.execute(
+                select(job.c.lease_token).where(
+                    and_(
+                        job.c.lease_token.in_(tokens),
+                        job.c.state == JobState.EXECUTING.value,
+                        job.c.lease_owner == self.node,
+                    )
+                )
+            )
+            return {r[0] for r in rows}
+
+    def expire_now(self, tokens: Sequence[uuid.UUID]) -> None:
+        """End these leases now so the Lifeline can rescue their jobs without waiting."""
+        job = self.db.tables.job
+        now = utcnow()
+        with self.db.begin() as conn:
+            conn.execute(
+                update(job)
+                .where(
+                    and_(
+                        job.c.lease_token.in_(list(tokens)),
+                        job.c.state == JobState.EXECUTING.value,
+                        job.c.lease_owner == self.node,
+                    )
+                )
+                .values(lease_expires_at=now, updated_at=now)
+            )
+
+
+class PluginThread:
+    """Runs the plugins (stage, rescue, prune, cron) every second on a thread of its own."""
+
+    def __init__(self, db: Database, config: PoolConfig) -> None:
+        self.db = db
+        self.config = config
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kickside-plugins", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        from kickside_engine.plugins.runner import PluginSet
+
+        plugins = PluginSet(
+            schedule=tuple(self.config.schedule),  # type: ignore[arg-type]
+            prune_after=self.config.prune_after,
+        )
+        while not self._stop.is_set():
+            try:
+                plugins.tick(self.db, utcnow())
+            except Exception:
+                log.exception("plugin tick failed")
+            self._stop.wait(1.0)

@@ -1,0 +1,66 @@
+"""Node registration: each running pool keeps a ``kickside_node`` row fresh with heartbeats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from kickside_engine.store.database import Database
+
+
+@dataclass(frozen=True)
+class NodeBeat:
+    """What a pool reports about itself on each heartbeat."""
+
+    name: str
+    host: str
+    pid: int
+    queues: dict[str, int]
+    code_version: str | None
+    executors_busy: int
+    executors_total: int
+    started_at: datetime
+
+
+def heartbeat(db: Database, beat: NodeBeat, now: datetime) -> set[str]:
+    """Upsert the node row; returns the names of paused queues (read in the same trip)."""
+    table = db.tables.node
+    values = {
+        "name": beat.name,
+        "host": beat.host,
+        "pid": beat.pid,
+        "queues": beat.queues,
+        "code_version": beat.code_version,
+        "executors_busy": beat.executors_busy,
+        "executors_total": beat.executors_total,
+        "started_at": beat.started_at,
+        "heartbeat_at": now,
+    }
+    dialect_insert = postgresql.insert if db.is_postgresql else sqlite.insert
+    stmt = dialect_insert(table).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["name"], set_={k: v for k, v in values.items() if k != "name"}
+    )
+    q = db.tables.queue
+    with db.begin() as conn:
+        conn.execute(stmt)
+        paused = conn.execute(select(q.c.name).where(q.c.paused.is_(True))).scalars().all()
+    return set(paused)
+
+
+def deregister(db: Database, name: str) -> None:
+    """Delete the node's row (on shutdown)."""
+    table = db.tables.node
+    with db.begin() as conn:
+        conn.execute(delete(table).where(table.c.name == name))
+
+
+def local_node_pids(db: Database, host: str) -> list[tuple[str, int]]:
+    """(name, pid) of registered nodes on ``host``."""
+    table = db.tables.node
+    with db.read() as conn:
+        rows = conn.execute(select(table.c.name, table.c.pid).where(table.c.host == host))
+        return [(r.name, r.pid) for r in rows]

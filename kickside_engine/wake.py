@@ -1,0 +1,333 @@
+"""Waking jobs: control wakes, ordinary demand, fan-out wakes, and nudging worker pools.
+
+Two kinds of wake reach a job:
+
+- a *control wake* (``control=True``: an operator or the API asks for dispatch) sets
+  ``control_pending``;
+- *ordinary demand* (``control=False``: new work for a slot) sets ``demand_pending`` and bumps
+  ``demand_seq``.
+
+Either way the ordinary wake makes pending work due now: a ``parked``, ``scheduled`` or
+``available`` job becomes ``available`` with ``scheduled_at = now``. A ``retryable`` job becomes
+due only on a control wake (an explicit dispatch request); ordinary demand keeps its failure
+backoff, and the retry runs the new work. An ``executing`` job only keeps the flag, so its
+completion leaves a follow-up run; a ``disabled`` slot keeps its state and records the flag, so
+enabling it runs the pending work. Final jobs cannot be woken.
+
+Every wake locks the job row first (``FOR UPDATE`` on PostgreSQL; SQLite's single writer does
+the same), so it composes with claims (which skip locked rows) and with completions (which wait,
+then see the flag).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, Row, case, func, select, tuple_, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from kickside_engine.clock import ensure_aware, utcnow
+from kickside_engine.errors import (
+    ConflictError,
+    InvalidArgumentError,
+    KicksideError,
+    NotFoundError,
+)
+from kickside_engine.ids import parse_uuid
+from kickside_engine.models import FINAL_STATES, JobKind, JobState
+from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
+from kickside_engine.store.database import Database
+
+#: A pool whose node row was refreshed this recently counts as live for :func:`nudge_workers`.
+NODE_FRESHNESS = timedelta(seconds=30)
+_CHUNK = 300
+
+_MADE_DUE = frozenset({JobState.PARKED, JobState.SCHEDULED, JobState.AVAILABLE})
+_PENDING = frozenset({JobState.SCHEDULED, JobState.AVAILABLE, JobState.RETRYABLE})
+_FINAL_VALUES = frozenset(s.value for s in FINAL_STATES)
+
+
+@dataclass(frozen=True)
+class WakeResult:
+    """What :func:`wake_job` did.
+
+    ``woke`` is true when the wake changed the job (a flag recorded or the job made due);
+    ``already_due`` is true when ``ensure_due`` found the job due or running and left it alone.
+    """
+
+    job_id: uuid.UUID
+    state: JobState
+    woke: bool
+    already_due: bool = False
+
+
+class WakeKey(NamedTuple):
+    """An exact slot identity to wake: ``(namespace, scope, key)``."""
+
+    namespace: str
+    scope: str
+    key: str
+
+    def payload(self) -> str:
+        return f"wake:{self.namespace}/{self.scope}/{self.key}"
+
+
+@dataclass(frozen=True)
+class WakeMultiResult:
+    """What :func:`wake_multi` did: the slots that received demand, and keys that found none."""
+
+    woken: list[uuid.UUID]
+    missing: list[WakeKey]
+    locked: int
+
+
+def parse_job_id(job_id: uuid.UUID | str, field: str = "job_id") -> uuid.UUID:
+    """A job id as a UUID; a malformed one is an :class:`InvalidArgumentError`."""
+    parsed = parse_uuid(job_id)
+    if parsed is None:
+        raise InvalidArgumentError(f"{field} must be a UUID, got {job_id!r}")
+    return parsed
+
+
+def lock_job(db: Database, conn: Connection, job_id: uuid.UUID) -> Row[Any] | None:
+    """Read one job row and hold its lock until ``conn``'s transaction ends."""
+    job = db.tables.job
+    stmt = select(job).where(job.c.id == job_id)
+    if db.is_postgresql:
+        stmt = stmt.with_for_update()
+    return conn.execute(stmt).one_or_none()
+
+
+def wake_values(
+    db: Database, state: JobState, *, control: bool, now: datetime, retry_now: bool
+) -> tuple[dict[str, Any], JobState]:
+    """The column values of an ordinary wake of a job in ``state``, and its state afterwards.
+
+    ``retry_now`` makes a ``retryable`` job due as well (control wakes do).
+    """
+    job = db.tables.job
+    values: dict[str, Any] = {"updated_at": now}
+    if control:
+        values["control_pending"] = True
+    else:
+        values["demand_pending"] = True
+        values["demand_seq"] = job.c.demand_seq + 1
+    new_state = state
+    if state in _MADE_DUE or (retry_now and state is JobState.RETRYABLE):
+        new_state = JobState.AVAILABLE
+        values.update(state=new_state.value, scheduled_at=now)
+    return values, new_state
+
+
+def _already_due(state: JobState, scheduled_at: datetime, now: datetime) -> bool:
+    if state is JobState.EXECUTING:
+        return True
+    return state in _PENDING and scheduled_at <= now
+
+
+def wake_job(
+    db: Database,
+    job_id: uuid.UUID | str,
+    *,
+    control: bool = True,
+    ensure_due: bool = False,
+    conn: Connection | None = None,
+    now: datetime | None = None,
+) -> WakeResult:
+    """Wake one job: a control wake (default) or ordinary demand (``control=False``).
+
+    With ``ensure_due`` a job that is already due (pending with ``scheduled_at <= now``) or
+    running is left exactly as it is (retry, lease, schedule and demand state) and reported
+    ``already_due``; parked, disabled and future pending jobs get the ordinary wake. The worker
+    pools are notified either way. Runs in ``conn``'s transaction when given.
+
+    Raises :class:`InvalidArgumentError` for a malformed id, :class:`NotFoundError` for an
+    absent job and :class:`ConflictError` (``details["state"]``) for a final one.
+    """
+    parsed = parse_job_id(job_id)
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    if conn is not None:
+        result, queue = _wake(db, conn, parsed, control=control, ensure_due=ensure_due, now=now)
+    else:
+        with db.begin() as own:
+            result, queue = _wake(db, own, parsed, control=control, ensure_due=ensure_due, now=now)
+    local_signal(db).wake(queue)
+    return result
+
+
+def _wake(
+    db: Database,
+    conn: Connection,
+    job_id: uuid.UUID,
+    *,
+    control: bool,
+    ensure_due: bool,
+    now: datetime,
+) -> tuple[WakeResult, str]:
+    row = lock_job(db, conn, job_id)
+    if row is None:
+        raise NotFoundError(f"job {job_id} not found")
+    state = JobState(row.state)
+    if state in FINAL_STATES:
+        raise ConflictError(
+            f"job {job_id} is {state.value}: a finished job cannot be woken",
+            details={"state": state.value},
+        )
+    notify_in_transaction(conn, db, row.queue)
+    if ensure_due and _already_due(state, row.scheduled_at, now):
+        return WakeResult(job_id, state, woke=False, already_due=True), row.queue
+    values, new_state = wake_values(db, state, control=control, now=now, retry_now=control)
+    job = db.tables.job
+    conn.execute(update(job).where(job.c.id == job_id).values(**values))
+    return WakeResult(job_id, new_state, woke=True), row.queue
+
+
+def _wake_key(value: Any) -> WakeKey:
+    if not isinstance(value, tuple) or len(value) != 3:
+        raise InvalidArgumentError(f"a wake key is (namespace, scope, key), got {value!r}")
+    for part, name in zip(value, ("namespace", "scope", "key"), strict=True):
+        if not isinstance(part, str) or not part:
+            raise InvalidArgumentError(f"wake key {name} must be a non-empty string, got {part!r}")
+    return WakeKey(*value)
+
+
+def wake_multi(
+    conn: Connection,
+    db: Database,
+    keys: Sequence[WakeKey | tuple[str, str, str]],
+    *,
+    completion_job_id: uuid.UUID | str | None = None,
+    now: datetime | None = None,
+) -> WakeMultiResult:
+    """Give ordinary demand to the slots with these exact identities, in ``conn``'s transaction.
+
+    Keys are exact: ``(namespace, scope, key)``, no wildcards. Each key is published
+    (``wake:<namespace>/<scope>/<key>``, delivered on commit) before any job row is locked.
+    The selected rows are then locked in one global order (by id), so concurrent fan-outs over
+    overlapping keys never deadlock. ``completion_job_id`` (the job the caller completes in
+    the same transaction) joins that ordered prelock without being woken, unless a key selects
+    it; with no fan-out rows the completion takes its sole lock itself. One-shot and final jobs
+    holding an identity are not woken. Neither commits nor rolls back; call
+    :func:`nudge_workers` after the caller's commit.
+    """
+    wanted = sorted({_wake_key(k) for k in keys})
+    completion = (
+        parse_job_id(completion_job_id, "completion_job_id")
+        if completion_job_id is not None
+        else None
+    )
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    for key in wanted:
+        notify_in_transaction(conn, db, key.payload())
+    job = db.tables.job
+    identity = tuple_(job.c.namespace, job.c.scope, job.c.identity_key)
+    candidates: set[uuid.UUID] = set()
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = [tuple(k) for k in wanted[start : start + _CHUNK]]
+        candidates.update(conn.execute(select(job.c.id).where(identity.in_(chunk))).scalars())
+    if not candidates:
+        return WakeMultiResult(woken=[], missing=wanted, locked=0)
+    if completion is not None:
+        candidates.add(completion)
+    locked = _lock_in_order(db, conn, sorted(candidates))
+    wanted_set = set(wanted)
+    found: set[WakeKey] = set()
+    to_wake: list[uuid.UUID] = []
+    for row in locked:
+        key = WakeKey(row.namespace, row.scope, row.identity_key)
+        if key not in wanted_set:
+            continue  # the completion row, or an identity released meanwhile
+        found.add(key)
+        if row.kind == JobKind.SLOT.value and row.state not in _FINAL_VALUES:
+            to_wake.append(row.id)
+    queues = _demand(db, conn, to_wake, now)
+    for queue in sorted(queues):
+        notify_in_transaction(conn, db, queue)
+    return WakeMultiResult(
+        woken=to_wake, missing=[k for k in wanted if k not in found], locked=len(locked)
+    )
+
+
+def _lock_in_order(db: Database, conn: Connection, ids: list[uuid.UUID]) -> list[Any]:
+    job = db.tables.job
+    rows: list[Any] = []
+    for start in range(0, len(ids), _CHUNK):
+        stmt = (
+            select(
+                job.c.id, job.c.kind, job.c.state, job.c.namespace, job.c.scope,
+                job.c.identity_key,
+            )
+            .where(job.c.id.in_(ids[start : start + _CHUNK]))
+            .order_by(job.c.id)
+        )
+        if db.is_postgresql:
+            stmt = stmt.with_for_update()
+        rows.extend(conn.execute(stmt).all())
+    return rows
+
+
+def _demand(db: Database, conn: Connection, ids: list[uuid.UUID], now: datetime) -> set[str]:
+    """Ordinary demand for locked slot rows; returns the queues of rows now due."""
+    if not ids:
+        return set()
+    job = db.tables.job
+    made_due = job.c.state.in_([s.value for s in _MADE_DUE])
+    queues: set[str] = set()
+    for start in range(0, len(ids), _CHUNK):
+        rows = conn.execute(
+            update(job)
+            .where(job.c.id.in_(ids[start : start + _CHUNK]))
+            .values(
+                demand_pending=True,
+                demand_seq=job.c.demand_seq + 1,
+                state=case((made_due, JobState.AVAILABLE.value), else_=job.c.state),
+                scheduled_at=case((made_due, now), else_=job.c.scheduled_at),
+                updated_at=now,
+            )
+            .returning(job.c.queue, job.c.state)
+        ).all()
+        queues.update(r.queue for r in rows if r.state == JobState.AVAILABLE.value)
+    return queues
+
+
+def live_pools(db: Database, conn: Connection, now: datetime) -> int:
+    """How many pools have refreshed their node row within :data:`NODE_FRESHNESS`."""
+    node = db.tables.node
+    return int(
+        conn.execute(
+            select(func.count()).where(node.c.heartbeat_at >= now - NODE_FRESHNESS)
+        ).scalar_one()
+    )
+
+
+def nudge_workers(db: Database, *, now: datetime | None = None) -> int:
+    """Tell the worker pools that committed work is waiting; 1 when a live pool exists, else 0.
+
+    Call it after committing a transaction that enqueued or woke jobs through the caller's
+    connection, never before the commit, after a rollback or inside a transaction: it sends in
+    a short transaction of its own (``pg_notify`` on PostgreSQL; the in-process signal on
+    both backends). 0 means no pool has a fresh heartbeat: the committed demand stays in the
+    database for the next pool to find at boot. A failure to notify raises
+    :class:`DatabaseUnavailableError` (or :class:`KicksideError`) so the caller can retry.
+    """
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    local_signal(db).wake()
+    try:
+        if db.is_postgresql:
+            with db.begin() as conn:
+                conn.execute(select(func.pg_notify(channel_name(db), "nudge")))
+                live = live_pools(db, conn, now)
+        else:
+            with db.read() as conn:
+                live = live_pools(db, conn, now)
+    except KicksideError:
+        raise
+    except SQLAlchemyError as exc:
+        raise KicksideError(f"could not notify the worker pools: {exc}") from exc
+    return 1 if live > 0 else 0
+
+

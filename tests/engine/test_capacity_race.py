@@ -1,0 +1,147 @@
+"""Capacity limits hold when many processes claim at once.
+
+Eight spawned processes claim, hold and complete jobs of one capacity group (global limit 3,
+one per key, 60 jobs over 5 keys). Executions are then rebuilt from the run history and must
+never overlap more than the limits allow; a lowered limit holds on the next round of claims and
+an invalid one admits nothing.
+
+An execution is taken from the moment its claim had committed (read by the child right after
+``claim`` returned) to the run's ``finished_at``. The run's own ``started_at`` is the claim's
+``now``, taken before the claim waited for its admission lock, so it may precede the
+admission; the committed-claim time never does, and ``finished_at`` is taken before the
+completion commits, so these intervals lie inside the true ones.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from kickside_engine import (
+    CapacityDeclaration,
+    Database,
+    Job,
+    JobBuilder,
+    JobState,
+    RunOutcome,
+    WorkerSpec,
+    claim,
+    get_job_statuses,
+)
+from kickside_engine.settings import set_setting
+
+from ..conftest import Target, require_postgres
+from ..support import slot_procs
+
+PROCESSES = 8
+QUEUE = "capacity"
+CAPACITY = CapacityDeclaration(group="app.capacity", settings_namespace="app.capacity")
+
+
+def _noop(args: dict[str, Any], job: Job) -> None:
+    return None
+
+
+capped = WorkerSpec(name="capped", perform=_noop, queue=QUEUE, capacity=CAPACITY)
+
+
+@pytest.fixture
+def backend() -> str:
+    """PostgreSQL only: SQLite serialises every claim, so it has no race to lose."""
+    require_postgres()
+    return "postgresql"
+
+
+@pytest.fixture(scope="module")
+def procs() -> Iterator[Any]:
+    pool = slot_procs.spawn_pool(PROCESSES)
+    try:
+        yield pool
+    finally:
+        pool.close()
+        pool.join()
+
+
+def enqueue_jobs(db: Database, count: int, keys: int = 5) -> list[str]:
+    return [
+        str(JobBuilder.for_worker(capped, {"i": i}).concurrency_key(f"key{i % keys}").insert(db).id)
+        for i in range(count)
+    ]
+
+
+def run_all(procs: Any, target: Target, job_ids: list[str]) -> dict[str, datetime]:
+    """Let every process claim until the jobs are done; when each job's claim committed."""
+    per_child = procs.starmap(
+        slot_procs.run_capacity_jobs,
+        [
+            (target.url, target.schema, QUEUE, job_ids, f"p{n}", random.randrange(1 << 30))
+            for n in range(PROCESSES)
+        ],
+    )
+    admitted = {job_id: at for child in per_child for job_id, at in child}
+    assert sorted(admitted) == sorted(job_ids)  # each job ran exactly once
+    return admitted
+
+
+def executions(
+    db: Database, admitted: dict[str, datetime]
+) -> list[tuple[str, datetime, datetime]]:
+    """``(concurrency_key, from, to)`` per job, from the run history."""
+    job, run = db.tables.job, db.tables.job_run
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.select(job.c.id, job.c.concurrency_key, run.c.started_at, run.c.finished_at,
+                      run.c.outcome)
+            .join(run, run.c.job_id == job.c.id)
+            .where(job.c.id.in_([uuid.UUID(i) for i in admitted]))
+        ).all()
+    assert len(rows) == len(admitted)
+    out = []
+    for r in rows:
+        assert r.outcome == RunOutcome.COMPLETED.value
+        start = admitted[str(r.id)]
+        assert r.started_at <= start <= r.finished_at
+        out.append((r.concurrency_key, start, r.finished_at))
+    return out
+
+
+def most_at_once(intervals: list[tuple[datetime, datetime]]) -> int:
+    """The largest number of intervals covering one instant (an end before a start at ties)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    busy = peak = 0
+    for _, delta in events:
+        busy += delta
+        peak = max(peak, busy)
+    return peak
+
+
+def assert_within(runs: list[tuple[str, datetime, datetime]], global_limit: int) -> None:
+    assert most_at_once([(s, e) for _, s, e in runs]) <= global_limit
+    by_key: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
+    for key, s, e in runs:
+        by_key[key].append((s, e))
+    assert all(most_at_once(spans) <= 1 for spans in by_key.values())
+
+
+@pytest.mark.slow
+def test_capacity_limits_hold_across_processes(db: Database, target: Target, procs: Any) -> None:
+    set_setting(db, "app.capacity", "global_limit", 3)
+    set_setting(db, "app.capacity", "concurrency_key_limit", 1)
+    first = enqueue_jobs(db, 60)
+    assert_within(executions(db, run_all(procs, target, first)), global_limit=3)
+
+    set_setting(db, "app.capacity", "global_limit", 1)  # read again by the very next claim
+    second = enqueue_jobs(db, 12)
+    assert_within(executions(db, run_all(procs, target, second)), global_limit=1)
+
+    set_setting(db, "app.capacity", "global_limit", "three")
+    third = enqueue_jobs(db, 3)
+    assert claim(db, queue=QUEUE, node="parent", limit=10) == []
+    assert set(get_job_statuses(db, third).values()) == {JobState.AVAILABLE}

@@ -1,0 +1,78 @@
+"""Helpers for tests that drive real `kickside worker` processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def start_worker(
+    cli_args: list[str],
+    *,
+    app: str = "tests.support.pool_app",
+    queues: str = "default:4",
+    extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    pythonpath: list[str] | None = None,
+    log: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `kickside worker` in its own process (and process group)."""
+    path = [str(ROOT), *(pythonpath or [])]
+    full_env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(path)}
+    out = open(log, "ab") if log else None  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kickside_tui.cli",
+                *cli_args,
+                "worker",
+                "--app",
+                app,
+                "--queues",
+                queues,
+                "--log-level",
+                "DEBUG",
+                *(extra or []),
+            ],
+            env=full_env,
+            cwd=ROOT,
+            stdout=out or subprocess.DEVNULL,
+            stderr=out or subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        if out is not None:
+            out.close()
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+    """Signal the pool and wait for it to exit; kill it if it does not."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait(10)
