@@ -166,6 +166,8 @@ class WorkerRegistry:
         spec = WorkerSpec(name=name, perform=perform, **{**defaults, **options})
         self.register(spec)
         target.kickside_worker = spec  # type: ignore[attr-defined]
+        if not isinstance(target, type):
+            target.new = spec.new  # type: ignore[attr-defined]  # deliver_receipt.new({...})
         return target
 
     def get(self, name: str) -> WorkerSpec | None:

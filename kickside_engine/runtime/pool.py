@@ -23,13 +23,17 @@ from datetime import timedelta
 from multiprocessing.connection import wait
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
 from kickside_engine.api import node_name
 from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
+from kickside_engine.errors import KicksideError
 from kickside_engine.execution import timeout_result
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
 from kickside_engine.models import ClaimedJob
 from kickside_engine.notify import local_signal
+from kickside_engine.redact import redact_text
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor
@@ -68,6 +72,7 @@ class WorkerPool:
         self._claim_wanted = True
         self._next_poll = 0.0
         self._next_beat = 0.0
+        self._db_backoff = 0.0
         self.leases = LeaseKeeper(db, self.node, config.lease)
         self.stats: Counter[str] = Counter()
         self.ready = threading.Event()
@@ -244,9 +249,7 @@ class WorkerPool:
         want_claim = bool(idle) and self._claim_wanted
         if not self.pending and not want_claim:
             return
-        pending, self.pending = self.pending, []
-        self.stats["flushes"] += 1
-        self.stats["flushed"] += len(pending)
+        pending = list(self.pending)
         now = utcnow()
         assigned: list[tuple[Executor, ClaimedJob]] = []
         with self.db.begin() as conn:
@@ -285,12 +288,11 @@ class WorkerPool:
                             code_version=version,
                         )
                     full = full or len(batch) == free
-                    self.stats["claims"] += 1
-                    self.stats["claimed"] += len(batch)
                     for job in batch:
                         assigned.append((idle.pop(0), job))
                         self.running_by_queue[queue] += 1
                 self._claim_wanted = full
+        del self.pending[: len(pending)]  # recorded: committed with the claim above
         mono = time.monotonic()
         for ex, claimed in assigned:
             ex.started_monotonic = mono
@@ -372,6 +374,26 @@ class WorkerPool:
                     self._receive(ex)
                     break
 
+    def _step(self) -> None:
+        """Events, timers, then record and claim; database trouble backs off and retries.
+
+        Unrecorded outcomes stay pending across a failure, so nothing is lost while the
+        database is away; leases may expire meanwhile, and the fencing then drops them.
+        """
+        try:
+            self._handle_events()
+            self._timers()
+            self._flush_and_claim()
+            self._db_backoff = 0.0
+        except (KicksideError, DBAPIError) as exc:
+            self._db_backoff = min(max(self._db_backoff * 2, 0.1), 5.0)
+            log.error(
+                "database unavailable, retrying in %.1fs: %s",
+                self._db_backoff,
+                redact_text(str(exc).splitlines()[0] if str(exc) else repr(exc)),
+            )
+            self._stop.wait(self._db_backoff)
+
     def _on_payload(self, payload: str) -> None:
         self._poke(payload)
 
@@ -402,9 +424,7 @@ class WorkerPool:
             self.ready.set()
             while not self._stop.is_set():
                 self._wait()
-                self._handle_events()
-                self._timers()
-                self._flush_and_claim()
+                self._step()
             self._drain()
         finally:
             signal_.unsubscribe(self._on_local_wake)
@@ -427,17 +447,17 @@ class WorkerPool:
         deadline = time.monotonic() + self.config.shutdown_grace.total_seconds()
         while any(ex.running for ex in self.executors) and time.monotonic() < deadline:
             self._wait()
-            self._handle_events()
-            self._timers()
-            self._flush_and_claim()
+            self._step()
         abandoned = [ex.running.lease_token for ex in self.executors if ex.running is not None]
         for ex in list(self.executors):
             if ex.running is not None:
                 self._retire(ex, kill=True)
-        self._flush_and_claim()
+        with contextlib.suppress(KicksideError, DBAPIError):
+            self._flush_and_claim()
         if abandoned:
             # Left to the Lifeline, which may rescue them at once rather than at lease expiry.
-            self.leases.expire_now(abandoned)
+            with contextlib.suppress(KicksideError, DBAPIError):
+                self.leases.expire_now(abandoned)
             log.warning("shutdown left jobs to the Lifeline", extra={"count": len(abandoned)})
 
     def start(self) -> None:

@@ -19,11 +19,23 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    String,
+    and_,
+    cast,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.types import UTCDateTime
 
 DEFAULT_LEASE = timedelta(seconds=30)
 
@@ -92,7 +104,10 @@ def claim_jobs(
         control_pending=False,
         updated_at=now,
     ).returning(*job.c)
-    rows = conn.execute(stmt).all()
+    if db.is_postgresql:
+        rows = conn.execute(_with_runs(db, stmt, node, now, code_version)).all()
+    else:
+        rows = conn.execute(stmt).all()
     if not rows:
         return []
     claimed = [
@@ -100,8 +115,48 @@ def claim_jobs(
         for j in (job_from_row(r) for r in rows)
     ]
     claimed.sort(key=lambda c: (c.job.priority, c.job.scheduled_at, c.job.id))
-    start_runs(db, conn, claimed, now=now, code_version=code_version)
+    if not db.is_postgresql:
+        start_runs(db, conn, claimed, now=now, code_version=code_version)
     return claimed
+
+
+def _with_runs(db: Database, claim: Any, node: str, now: datetime, code_version: str | None) -> Any:
+    """One PostgreSQL statement that claims and opens the runs (a data-modifying CTE)."""
+    run = db.tables.job_run
+    claimed = claim.cte("claimed")
+    queue_ms = cast(
+        func.greatest(0, func.extract("epoch", literal(now) - claimed.c.scheduled_at) * 1000),
+        BigInteger,
+    )
+    runs = (
+        insert(run)
+        .from_select(
+            [
+                "job_id",
+                "attempt",
+                "queue",
+                "worker",
+                "node",
+                "lease_token",
+                "code_version",
+                "queue_ms",
+                "started_at",
+            ],
+            select(
+                claimed.c.id,
+                claimed.c.attempt,
+                claimed.c.queue,
+                claimed.c.worker,
+                literal(node, String),
+                claimed.c.lease_token,
+                literal(code_version, String),
+                queue_ms,
+                literal(now, UTCDateTime),
+            ),
+        )
+        .cte("runs")
+    )
+    return select(claimed).add_cte(runs)
 
 
 def start_runs(

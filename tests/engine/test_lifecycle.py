@@ -255,3 +255,20 @@ def test_a_late_outcome_from_a_lost_lease_is_dropped(db: Database) -> None:
     current = get_job(db, inserted.id)
     assert current is not None and current.state is JobState.EXECUTING
     assert current.lease_token == reclaimed.lease_token
+
+
+def test_a_decorated_worker_builds_jobs_with_its_defaults(db: Database) -> None:
+    from kickside_engine import WorkerRegistry
+
+    reg = WorkerRegistry()
+
+    @reg.worker("deliver_receipt", queue="mailers", max_attempts=10, priority=3)
+    def deliver_receipt(args: dict, job: object) -> None:
+        return None
+
+    inserted = deliver_receipt.new({"order_id": 42}).insert(db)  # type: ignore[attr-defined]
+    stored = get_job(db, inserted.id)
+    assert stored is not None
+    assert (stored.queue, stored.max_attempts, stored.priority) == ("mailers", 10, 3)
+    assert stored.max_execution_ms == 300_000
+    assert drain_jobs(db, reg).completed == 1
