@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, exists, select
 
+from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.models import JobKind, JobState
@@ -51,8 +52,11 @@ def purge_slot(
     scope: str,
     key: str,
     now: datetime | None = None,
+    actor: Actor | None = None,
 ) -> int:
     """Remove the slot with this exact identity and its settled run history.
+
+    With ``actor``, each call that changed something leaves an audit row in its transaction.
 
     Returns 1 when the slot row was removed, 0 when no slot has this identity (a one-shot job
     holding it is not a slot and is left alone). Raises :class:`ConflictError` with
@@ -67,6 +71,11 @@ def purge_slot(
     now = ensure_aware(now, "now") if now is not None else utcnow()
     with db.begin() as conn:
         outcome = _purge_page(db, conn, identity, now)
+        if actor is not None:
+            details = outcome.details if isinstance(outcome, _Pending) else {"removed": outcome}
+            record_audit(
+                conn, db, actor, "purge_slot", "slot", "/".join(identity), dict(details), now
+            )
     if isinstance(outcome, _Pending):
         raise ConflictError(outcome.message, details=outcome.details)
     return outcome
@@ -91,8 +100,9 @@ def _purge_page(
     job_id: uuid.UUID = slot.id
     settled = run.c.job_id == job_id, run.c.finished_at.is_not(None)
     page = list(
-        conn.execute(select(run.c.id).where(*settled).order_by(run.c.id).limit(RUNS_PER_CALL))
-        .scalars()
+        conn.execute(
+            select(run.c.id).where(*settled).order_by(run.c.id).limit(RUNS_PER_CALL)
+        ).scalars()
     )
     if page:
         conn.execute(delete(run).where(run.c.id.in_(page)))

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.enqueue import JobBuilder, build_row
 from kickside_engine.errors import ConflictError, InvalidArgumentError, NotFoundError
@@ -139,14 +140,20 @@ def _enroll(
             raise ConflictError(
                 f"identity {'/'.join(_identity(existing))} is held by active one-shot job "
                 f"{existing.id}",
-                details={"identity_in_use": "oneshot", "job_id": str(existing.id),
-                         "state": state.value},
+                details={
+                    "identity_in_use": "oneshot",
+                    "job_id": str(existing.id),
+                    "state": state.value,
+                },
             )
         if state in FINAL_STATES:
             raise ConflictError(
                 f"slot {'/'.join(_identity(existing))} is {state.value}; purge it first",
-                details={"identity_in_use": "slot", "job_id": str(existing.id),
-                         "state": state.value},
+                details={
+                    "identity_in_use": "slot",
+                    "job_id": str(existing.id),
+                    "state": state.value,
+                },
             )
         values, new_state = wake_values(db, state, control=True, now=now, retry_now=False)
         conn.execute(update(job).where(job.c.id == existing.id).values(**values))
@@ -283,7 +290,11 @@ def _set(db: Database, conn: Connection, job_id: uuid.UUID, values: dict[str, An
 
 
 def disable_slot(
-    db: Database, job_id: uuid.UUID | str, *, now: datetime | None = None
+    db: Database,
+    job_id: uuid.UUID | str,
+    *,
+    now: datetime | None = None,
+    actor: Actor | None = None,
 ) -> Job:
     """Take a slot out of service: wakes are recorded but it does not run until enabled.
 
@@ -302,10 +313,18 @@ def disable_slot(
                 f"slot {parsed} is {state.value} and cannot be disabled now",
                 details={"state": state.value},
             )
-        return _set(db, conn, parsed, {"state": JobState.DISABLED.value, "updated_at": now})
+        disabled = _set(db, conn, parsed, {"state": JobState.DISABLED.value, "updated_at": now})
+        _audit(conn, db, actor, "disable", disabled, now)
+        return disabled
 
 
-def enable_slot(db: Database, job_id: uuid.UUID | str, *, now: datetime | None = None) -> Job:
+def enable_slot(
+    db: Database,
+    job_id: uuid.UUID | str,
+    *,
+    now: datetime | None = None,
+    actor: Actor | None = None,
+) -> Job:
     """Put a disabled slot back in service: due now if a wake is pending, else parked.
 
     Enabling a slot that is not disabled changes nothing.
@@ -321,12 +340,19 @@ def enable_slot(db: Database, job_id: uuid.UUID | str, *, now: datetime | None =
             values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
             notify_in_transaction(conn, db, row.queue)
         enabled = _set(db, conn, parsed, values)
+        _audit(conn, db, actor, "enable", enabled, now)
     if enabled.state is JobState.AVAILABLE:
         local_signal(db).wake(enabled.queue)
     return enabled
 
 
-def park_job(db: Database, job_id: uuid.UUID | str, *, now: datetime | None = None) -> Job:
+def park_job(
+    db: Database,
+    job_id: uuid.UUID | str,
+    *,
+    now: datetime | None = None,
+    actor: Actor | None = None,
+) -> Job:
     """An operator parks a slot: it rests until the next wake.
 
     Pending demand and control wakes are cleared (the operator's park supersedes them; the next
@@ -346,7 +372,7 @@ def park_job(db: Database, job_id: uuid.UUID | str, *, now: datetime | None = No
                 f"slot {parsed} is {state.value} and cannot be parked now",
                 details={"state": state.value},
             )
-        return _set(
+        parked = _set(
             db,
             conn,
             parsed,
@@ -359,4 +385,12 @@ def park_job(db: Database, job_id: uuid.UUID | str, *, now: datetime | None = No
                 "updated_at": now,
             },
         )
+        _audit(conn, db, actor, "park", parked, now)
+        return parked
 
+
+def _audit(
+    conn: Connection, db: Database, actor: Actor | None, action: str, job: Job, now: datetime
+) -> None:
+    if actor is not None:
+        record_audit(conn, db, actor, action, "job", str(job.id), {"state": job.state.value}, now)

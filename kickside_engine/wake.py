@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Row, case, func, select, tuple_, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import (
     ConflictError,
@@ -137,6 +138,7 @@ def wake_job(
     ensure_due: bool = False,
     conn: Connection | None = None,
     now: datetime | None = None,
+    actor: Actor | None = None,
 ) -> WakeResult:
     """Wake one job: a control wake (default) or ordinary demand (``control=False``).
 
@@ -152,9 +154,11 @@ def wake_job(
     now = ensure_aware(now, "now") if now is not None else utcnow()
     if conn is not None:
         result, queue = _wake(db, conn, parsed, control=control, ensure_due=ensure_due, now=now)
+        _audit_wake(conn, db, actor, result, control, ensure_due, now)
     else:
         with db.begin() as own:
             result, queue = _wake(db, own, parsed, control=control, ensure_due=ensure_due, now=now)
+            _audit_wake(own, db, actor, result, control, ensure_due, now)
     local_signal(db).wake(queue)
     return result
 
@@ -258,7 +262,11 @@ def _lock_in_order(db: Database, conn: Connection, ids: list[uuid.UUID]) -> list
     for start in range(0, len(ids), _CHUNK):
         stmt = (
             select(
-                job.c.id, job.c.kind, job.c.state, job.c.namespace, job.c.scope,
+                job.c.id,
+                job.c.kind,
+                job.c.state,
+                job.c.namespace,
+                job.c.scope,
                 job.c.identity_key,
             )
             .where(job.c.id.in_(ids[start : start + _CHUNK]))
@@ -331,3 +339,20 @@ def nudge_workers(db: Database, *, now: datetime | None = None) -> int:
     return 1 if live > 0 else 0
 
 
+def _audit_wake(
+    conn: Connection,
+    db: Database,
+    actor: Actor | None,
+    result: WakeResult,
+    control: bool,
+    ensure_due: bool,
+    now: datetime,
+) -> None:
+    if actor is not None:
+        details = {
+            "control": control,
+            "ensure_due": ensure_due,
+            "already_due": result.already_due,
+            "state": result.state.value,
+        }
+        record_audit(conn, db, actor, "wake", "job", str(result.job_id), details, now)

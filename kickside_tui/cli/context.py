@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import json
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.markup import escape
+from typer.exceptions import TyperException
 
-from kickside_engine import Database, KicksideError, connect_database
+from kickside_engine import (
+    ConflictError,
+    Database,
+    InvalidArgumentError,
+    KicksideError,
+    connect_database,
+    migrate,
+)
+from kickside_engine.clock import utcnow
+from kickside_engine.control import Actor, record_audit
+from kickside_engine.queries import parse_job_id
+from kickside_engine.redact import redact_text, redact_value
 from kickside_tui.cli import output
 
 P = ParamSpec("P")
@@ -49,19 +64,96 @@ def state(ctx: typer.Context) -> CliState:
     return root.obj
 
 
+def open_database(ctx: typer.Context) -> Database:
+    """The command's database, refusing (exit 1) a schema that is not at the current revision.
+
+    Reads and actions on an old or empty schema would fail half-way with a driver error;
+    checking first gives one clear line: run ``kickside migrate``.
+    """
+    db = state(ctx).database()
+    migrate.ensure_current(db)
+    return db
+
+
+def now() -> datetime:
+    """The application clock's time for this command (timezone-aware UTC)."""
+    return utcnow()
+
+
+def actor() -> Actor:
+    """Who runs this command: the OS user and host, recorded in the audit trail."""
+    return Actor.current()
+
+
+def job_id(value: str) -> uuid.UUID:
+    """A job id given on the command line; a malformed one is a usage error (exit 2)."""
+    return parse_job_id(value)
+
+
+def json_object(text: str, option: str) -> dict[str, Any]:
+    """Decode ``text`` as a JSON object; anything else is a usage error naming ``option``."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidArgumentError(f"{option} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(
+            f"{option} must be a JSON object, got {type(value).__name__}"
+        )
+    return value
+
+
+def record_action(
+    db: Database,
+    action: str,
+    target_type: str,
+    target: str,
+    details: Mapping[str, Any],
+    when: datetime,
+) -> None:
+    """Record an operator action whose engine call takes no actor, in its own transaction."""
+    with db.begin() as conn:
+        record_audit(conn, db, actor(), action, target_type, target, details, when)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn Kickside errors into a one-line message on stderr and the documented exit code."""
+    """Turn errors into a one-line message on stderr and the documented exit code.
+
+    A Kickside error exits with its ``exit_code``. A conflict's details (how to continue or
+    retry) follow its message in parentheses, or with ``--json`` are printed on stdout as
+    ``{"error": ..., "details": ...}`` for scripts. Any other exception is a failure (exit 1)
+    shown as one redacted line, never a traceback.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
         except KicksideError as exc:
-            output.error(escape(str(exc)))
+            message = " ".join(redact_text(str(exc)).split("\n"))
+            details = exc.details if isinstance(exc, ConflictError) else {}
+            if details and kwargs.get("as_json"):
+                output.error(escape(message))
+                output.emit_json({"error": message, "details": redact_value(details)})
+            elif details:
+                facts = redact_text(", ".join(f"{k}={v}" for k, v in details.items()))
+                output.error(escape(f"{message} ({facts})"))
+            else:
+                output.error(escape(message))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             output.error("interrupted")
             raise typer.Exit(130) from None
+        except Exception as exc:
+            output.error(escape(redact_text(f"{type(exc).__name__}: {_one_line(exc)}")))
+            raise typer.Exit(1) from None
 
     return wrapper
 

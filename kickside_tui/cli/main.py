@@ -7,7 +7,27 @@ from typing import Annotated
 import typer
 
 from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
-from kickside_tui.cli import migrate
+from kickside_tui.cli import (
+    audit,
+    bulk,
+    capacity,
+    cron,
+    demo,
+    doctor,
+    enqueue,
+    explain,
+    job_actions,
+    jobs,
+    leases,
+    migrate,
+    nodes,
+    prune,
+    purge,
+    queues,
+    slots,
+    stats,
+    worker,
+)
 from kickside_tui.cli.context import EXIT_CODES_HELP, CliState
 
 app = typer.Typer(
@@ -49,6 +69,34 @@ def root(
 
 
 app.add_typer(migrate.app, name="migrate")
+app.command("worker")(worker.worker)
+app.command("reload")(worker.reload)
+
+# Flat verbs act on one job or slot; nouns list (and group their actions).
+app.command("enqueue")(enqueue.enqueue_command)
+app.command("jobs")(jobs.jobs)
+app.command("job")(jobs.job)
+app.command("explain")(explain.explain)
+app.command("wake")(job_actions.wake)
+app.command("park")(job_actions.park)
+app.command("resume")(job_actions.resume)
+app.command("retry")(job_actions.retry)
+app.command("cancel")(job_actions.cancel)
+app.command("discard")(job_actions.discard)
+app.command("delete")(job_actions.delete)
+app.add_typer(bulk.app, name="bulk")
+app.command("purge-slot")(purge.purge_slot)
+app.command("slots")(slots.slots)
+app.command("leases")(leases.leases)
+app.add_typer(queues.app, name="queues")
+app.add_typer(capacity.app, name="capacity")
+app.command("nodes")(nodes.nodes)
+app.command("cron")(cron.cron)
+app.command("stats")(stats.stats)
+app.command("prune")(prune.prune)
+app.command("audit")(audit.audit)
+app.command("doctor")(doctor.doctor)
+app.command("demo")(demo.demo)
 
 
 def main() -> None:

@@ -1,0 +1,36 @@
+"""`kickside nodes`: the registered worker pools, their heartbeats and executors."""
+
+from __future__ import annotations
+
+import typer
+
+from kickside_engine.control import list_nodes
+from kickside_tui.cli import output
+from kickside_tui.cli.context import handles_errors, now, open_database
+from kickside_tui.cli.documents import seconds, short_time
+from kickside_tui.cli.options import JsonOption
+
+
+@handles_errors
+def nodes(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List worker pools: host, PID, queues, code version, executors busy, heartbeat age."""
+    infos = list_nodes(open_database(ctx), now())
+    if as_json:
+        output.emit_json({"nodes": infos})
+        return
+    output.table(
+        None,
+        ("node", "host", "pid", "queues", "code version", "executors", "started",
+         "heartbeat age", "stale"),
+        [
+            [
+                n.name, n.host, n.pid,
+                ", ".join(f"{q}:{c}" for q, c in sorted(n.queues.items())),
+                n.code_version, f"{n.executors_busy}/{n.executors_total}",
+                short_time(n.started_at), seconds(n.heartbeat_age), n.stale,
+            ]
+            for n in infos
+        ],
+    )
+    if not infos:
+        output.note("no nodes have registered: start one with `kickside worker`")

@@ -1,0 +1,45 @@
+"""`kickside slots`: slot jobs by identity, with their demand and their last run."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kickside_engine.slots import list_slots
+from kickside_tui.cli import output
+from kickside_tui.cli.context import handles_errors, now, open_database
+from kickside_tui.cli.documents import short_time
+from kickside_tui.cli.options import JsonOption
+
+
+@handles_errors
+def slots(
+    ctx: typer.Context,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Only this namespace.")]
+    = None,
+    scope: Annotated[str | None, typer.Option("--scope", help="Only this scope.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many (1..10000).")] = 200,
+    as_json: JsonOption = False,
+) -> None:
+    """List slots ordered by identity: state, pending demand, when due, and the last run."""
+    infos = list_slots(open_database(ctx), namespace=namespace, scope=scope, limit=limit,
+                       now=now())
+    if as_json:
+        output.emit_json({"slots": infos})
+        return
+    output.table(
+        None,
+        ("namespace", "scope", "key", "state", "demand", "control", "due", "next due",
+         "last run", "outcome", "job id"),
+        [
+            [
+                s.namespace, s.scope, s.key, s.state.value, s.demand_pending, s.control_pending,
+                s.due, short_time(s.next_due_at), short_time(s.last_started_at),
+                s.last_outcome.value if s.last_outcome else "", s.job_id,
+            ]
+            for s in infos
+        ],
+    )
+    if not infos:
+        output.note("no slots")

@@ -1,0 +1,73 @@
+"""`kickside worker` (the supervised pool) and `kickside reload` (upgrade pools in place)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from kickside_engine.runtime import PoolConfig, WorkerPool, parse_queues, signal_reload
+from kickside_tui.cli import output
+from kickside_tui.cli.context import handles_errors, state
+
+
+def worker(
+    ctx: typer.Context,
+    app: Annotated[str, typer.Option("--app", help="Module with a WorkerRegistry "
+                                     "(module or module:attribute).")],
+    queues: Annotated[str, typer.Option("--queues", envvar="KICKSIDE_QUEUES",
+                                        help="Queues and per-node concurrency.")]
+    = "default:10,mailers:5",
+    in_process: Annotated[bool, typer.Option("--in-process", help="Run jobs on threads of "
+                                             "this process (no kill on timeout).")] = False,
+    shutdown_grace: Annotated[float, typer.Option("--shutdown-grace", min=0,
+                                                  help="Seconds to wait for running jobs.")]
+    = 25.0,
+    lease_seconds: Annotated[float, typer.Option("--lease-seconds", min=3)] = 30.0,
+    node: Annotated[str | None, typer.Option("--node", help="Node name (default host:pid).")]
+    = None,
+    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+) -> None:
+    """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place."""
+    from datetime import timedelta
+
+    run_worker(ctx, app, queues, in_process, timedelta(seconds=shutdown_grace),
+               timedelta(seconds=lease_seconds), node, log_level)
+
+
+@handles_errors
+def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
+               grace: object, lease: object, node: str | None, log_level: str) -> None:
+    from kickside_engine import migrate
+    from kickside_engine.logs import configure_logging
+
+    configure_logging(log_level)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
+    db = state(ctx).database()
+    migrate.ensure_current(db)
+    config = PoolConfig(
+        queues=parse_queues(queues), app=app, mode="thread" if in_process else "process",
+        shutdown_grace=grace, lease=lease, node=node,  # type: ignore[arg-type]
+    )
+    pool = WorkerPool(db, config)
+    output.note(f"kickside worker {pool.node} on {db.display_url()} queues={queues}")
+    pool.run()
+
+
+def reload(ctx: typer.Context) -> None:
+    """Ask every pool to load new worker code in place (SIGHUP here, NOTIFY on PostgreSQL)."""
+    _reload(ctx)
+
+
+@handles_errors
+def _reload(ctx: typer.Context) -> None:
+    db = state(ctx).database()
+    signalled = signal_reload(db)
+    output.info(f"asked {signalled} pool(s) to reload")
+
+
+logging.getLogger("kickside").addHandler(logging.NullHandler())

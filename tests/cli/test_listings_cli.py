@@ -1,0 +1,113 @@
+"""Listings: slots, leases, queues (pause/resume), nodes and the audit trail."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from typer.testing import CliRunner, Result
+
+from kickside_engine import Database, JobBuilder, claim, enqueue
+from kickside_engine.clock import utcnow
+from kickside_engine.control import Actor, list_audit, list_queues
+from kickside_engine.slots import park_job
+from kickside_engine.store.nodes import NodeBeat, heartbeat
+from kickside_tui.cli.main import app
+
+from ..conftest import Target
+
+runner = CliRunner()
+
+
+def cli(target: Target, *args: str) -> Result:
+    return runner.invoke(app, [*target.cli_args(), *args])
+
+
+def cli_json(target: Target, *args: str) -> Any:
+    result = cli(target, *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_slots_filter_by_namespace_and_scope(db: Database, target: Target) -> None:
+    a = enqueue(db, JobBuilder("ok", {}).slot("sync", "t:1", "a")).id
+    enqueue(db, JobBuilder("ok", {}).slot("sync", "t:2", "b"))
+    enqueue(db, JobBuilder("ok", {}).slot("mail", "t:1", "c"))
+    park_job(db, a)
+    every = cli_json(target, "slots")["slots"]
+    assert [(s["namespace"], s["scope"], s["key"]) for s in every] == [
+        ("mail", "t:1", "c"), ("sync", "t:1", "a"), ("sync", "t:2", "b"),
+    ]
+    (only,) = cli_json(target, "slots", "--namespace", "sync", "--scope", "t:1")["slots"]
+    assert only["job_id"] == str(a) and only["state"] == "parked" and only["due"] is False
+    human = cli(target, "slots", "--namespace", "sync")
+    assert human.exit_code == 0 and "parked" in human.stdout and "t:2" in human.stdout
+
+
+def test_leases_show_node_expiry_and_time_over_max_execution(
+    db: Database, target: Target
+) -> None:
+    long_ago = utcnow() - timedelta(minutes=10)
+    slow = enqueue(db, JobBuilder("ok", {}).max_execution(timedelta(seconds=60)), now=long_ago)
+    claim(db, queue="default", node="n1", now=long_ago, lease=timedelta(seconds=30))
+    enqueue(db, JobBuilder("ok", {}))
+    doc = cli_json(target, "leases")
+    (lease,) = doc["leases"]
+    assert lease["job_id"] == str(slow.id) and lease["node"] == "n1"
+    assert lease["lease_expired"] is True and lease["over_max_execution"] is True
+    assert lease["max_execution_seconds"] == 60 and lease["elapsed_seconds"] >= 599
+    human = cli(target, "leases")
+    assert "over max execution" in human.stdout and "lease expired" in human.stdout
+
+
+def test_queues_pause_and_resume_are_audited(db: Database, target: Target) -> None:
+    enqueue(db, JobBuilder("ok", {}).queue("mailers"))
+    (mailers,) = cli_json(target, "queues")["queues"]
+    assert mailers["name"] == "mailers" and mailers["counts"]["available"] == 1
+    assert mailers["paused"] is False and mailers["no_node"] is True
+    paused = cli_json(target, "queues", "pause", "mailers")["queue"]
+    assert paused["paused"] is True and paused["paused_by"] == str(Actor.current())
+    assert "jobs waiting" in cli(target, "queues").stdout
+    resumed = cli_json(target, "queues", "resume", "mailers")["queue"]
+    assert resumed["paused"] is False
+    actions = [e.action for e in list_audit(db, target="mailers").entries]
+    assert actions == ["resume", "pause"]
+
+
+def test_pausing_an_unknown_queue_creates_it_but_resuming_one_is_not_found(
+    db: Database, target: Target
+) -> None:
+    missing = cli(target, "queues", "resume", "nowhere", "--json")
+    assert missing.exit_code == 3 and missing.stdout == ""
+    assert cli_json(target, "queues", "pause", "later")["queue"]["paused"] is True
+    assert [q.name for q in list_queues(db, utcnow())] == ["later"]
+    bad = cli(target, "queues", "pause", "")
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+
+
+def test_nodes_list_heartbeats_and_stale_pools(db: Database, target: Target) -> None:
+    now = utcnow()
+    for name, beat_at in (("fresh", now), ("gone", now - timedelta(minutes=5))):
+        heartbeat(
+            db,
+            NodeBeat(name, "host-1", 42, {"default": 10}, "v1", 1, 4, now - timedelta(hours=1)),
+            beat_at,
+        )
+    nodes = {n["name"]: n for n in cli_json(target, "nodes")["nodes"]}
+    assert nodes["fresh"]["stale"] is False and nodes["gone"]["stale"] is True
+    assert nodes["fresh"]["queues"] == {"default": 10}
+    assert nodes["gone"]["heartbeat_age"] >= 300
+    human = cli(target, "nodes")
+    assert human.exit_code == 0 and "default:10" in human.stdout and "1/4" in human.stdout
+
+
+def test_audit_lists_actions_newest_first_with_paging(db: Database, target: Target) -> None:
+    for name in ("q1", "q2", "q3"):
+        cli_json(target, "queues", "pause", name)
+    page = cli_json(target, "audit", "--limit", "2", "--action", "pause")
+    assert [e["target"] for e in page["entries"]] == ["q3", "q2"]
+    assert page["entries"][0]["actor"] == Actor.current().user
+    rest = cli_json(target, "audit", "--cursor", page["next_cursor"])
+    assert [e["target"] for e in rest["entries"]] == ["q1"] and rest["next_cursor"] is None
+    assert cli(target, "audit", "--cursor", "zzz").exit_code == 2
