@@ -41,9 +41,14 @@ def run_demo(ctx: typer.Context, seconds: float | None, dashboard: bool, seed: i
     demo.start()
     try:
         if dashboard:
-            from kickside_tui.app import run_dashboard
+            import logging
 
-            run_dashboard(database_url=cli.database_url, schema=cli.schema)
+            from kickside_tui.adapter import Adapter
+            from kickside_tui.app import KicksideApp
+            from kickside_tui.demo.workload import SCHEDULE
+
+            logging.getLogger("kickside").propagate = False  # log lines would tear the screen
+            KicksideApp(Adapter(db, schedule=SCHEDULE)).run()
         else:
             deadline = time.monotonic() + seconds if seconds else None
             while deadline is None or time.monotonic() < deadline:
