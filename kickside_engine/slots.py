@@ -226,7 +226,8 @@ def list_slots(
     run = db.tables.job_run
     stmt = (
         select(job)
-        .where(job.c.kind == JobKind.SLOT.value)
+        # Every slot has an identity: saying so lets the identity index serve the scan.
+        .where(job.c.kind == JobKind.SLOT.value, job.c.namespace.is_not(None))
         .order_by(job.c.namespace, job.c.scope, job.c.identity_key)
         .limit(limit)
     )

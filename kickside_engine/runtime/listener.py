@@ -34,7 +34,8 @@ class Listener:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.is_alive():
+            self._thread.join(5)
 
     def _connect(self) -> Any:
         raw = self.db.engine.raw_connection()

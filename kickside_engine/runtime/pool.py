@@ -73,6 +73,8 @@ class WorkerPool:
         self._next_poll = 0.0
         self._next_beat = 0.0
         self._db_backoff = 0.0
+        self._keyed_found: dict[str, bool] = {}
+        self._keyed_probe_at: dict[str, float] = {}
         self.leases = LeaseKeeper(db, self.node, config.lease)
         self.stats: Counter[str] = Counter()
         self.ready = threading.Event()
@@ -276,8 +278,8 @@ class WorkerPool:
                         lease=self.config.lease,
                         code_version=version,
                     )
-                    if len(batch) < free:
-                        batch += claim_keyed(
+                    if len(batch) < free and self._probe_keyed(queue):
+                        keyed = claim_keyed(
                             self.db,
                             conn,
                             queue=queue,
@@ -287,6 +289,8 @@ class WorkerPool:
                             lease=self.config.lease,
                             code_version=version,
                         )
+                        self._keyed_found[queue] = bool(keyed)
+                        batch += keyed
                     full = full or len(batch) == free
                     for job in batch:
                         assigned.append((idle.pop(0), job))
@@ -309,6 +313,18 @@ class WorkerPool:
                 },
             )
             ex.dispatch(claimed)
+
+    def _probe_keyed(self, queue: str) -> bool:
+        """Whether to look for keyed jobs now: always while they turn up, else once a second.
+
+        Keyed claims cost an extra query; a queue without keyed jobs should not pay it on
+        every claim.
+        """
+        mono = time.monotonic()
+        if self._keyed_found.get(queue) or mono >= self._keyed_probe_at.get(queue, 0.0):
+            self._keyed_probe_at[queue] = mono + 1.0
+            return True
+        return False
 
     # -- the loop ---------------------------------------------------------------------------
 

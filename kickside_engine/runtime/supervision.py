@@ -120,7 +120,8 @@ class PluginThread:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(10)
 
     def _run(self) -> None:
         from kickside_engine.plugins.runner import PluginSet

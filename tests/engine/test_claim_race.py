@@ -29,7 +29,9 @@ def test_four_processes_claim_every_job_exactly_once(db: Database, target: Targe
     assert sum(1 for c in counts if c > 0) >= 2  # they really raced
     job, run = db.tables.job, db.tables.job_run
     with db.read() as conn:
-        states = dict(conn.execute(sa.select(job.c.state, sa.func.count()).group_by(job.c.state)).all())
+        states = dict(
+            conn.execute(sa.select(job.c.state, sa.func.count()).group_by(job.c.state)).all()
+        )
         per_job = conn.execute(
             sa.select(run.c.job_id, sa.func.count()).group_by(run.c.job_id)
         ).all()

@@ -1,0 +1,94 @@
+"""Every workload the runner knows, in the order it runs them, with the backends it runs on.
+
+Workloads that use the backend's shared pool process (``uses_pool``) run one after another;
+the runner stops that pool before any other workload, which must be alone with the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.workloads.common import Context, Measurement, scaled
+from bench.workloads.drain import DRAIN_JOBS, drain
+from bench.workloads.enqueue import (
+    BULK_JOBS,
+    SINGLE_JOBS,
+    bulk_enqueue,
+    bulk_enqueue_copy,
+    single_enqueue,
+)
+from bench.workloads.history import history_scale
+from bench.workloads.latency import LATENCY_JOBS, LATENCY_MINIMUM, latency, latency_inprocess
+
+BOTH = ("postgresql", "sqlite")
+POSTGRESQL = ("postgresql",)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named workload: what it measures, where it runs, and the function that runs it."""
+
+    name: str
+    title: str
+    backends: tuple[str, ...]
+    run: Callable[[Context], Measurement]
+    uses_pool: bool = False
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("bulk_enqueue", "1 bulk enqueue (enqueue_many)", BOTH, bulk_enqueue),
+    Workload(
+        "bulk_enqueue_copy", "1b bulk enqueue with COPY (what-if)", POSTGRESQL, bulk_enqueue_copy
+    ),
+    Workload("single_enqueue", "2 single enqueue, one commit each", BOTH, single_enqueue),
+    Workload("drain", "3 drain, one pool, concurrency 10", BOTH, drain, uses_pool=True),
+    Workload(
+        "latency",
+        "4 enqueue-to-start latency, pool in its own process",
+        BOTH,
+        latency,
+        uses_pool=True,
+    ),
+    Workload(
+        "latency_inprocess", "4b latency, pool in the enqueuing process", BOTH, latency_inprocess
+    ),
+    Workload(
+        "history_scale", "5 claim-and-complete cost vs history size", POSTGRESQL, history_scale
+    ),
+)
+
+
+def by_name(names: list[str] | None) -> list[Workload]:
+    """The workloads named (all when ``names`` is empty), in catalog order.
+
+    Raises ``ValueError`` naming any unknown workload.
+    """
+    if not names:
+        return list(WORKLOADS)
+    known = {w.name for w in WORKLOADS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown workload {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return [w for w in WORKLOADS if w.name in names]
+
+
+#: The workloads the peers run too: their job counts before ``--quick`` scaling, and floors.
+PEER_WORKLOADS: dict[str, tuple[int, int]] = {
+    "bulk_enqueue": (BULK_JOBS, 10),
+    "single_enqueue": (SINGLE_JOBS, 10),
+    "drain": (DRAIN_JOBS, 10),
+    "latency": (LATENCY_JOBS, LATENCY_MINIMUM),
+}
+
+
+def peer_counts(workloads: list[Workload], scale: float) -> dict[str, int]:
+    """The job count of each selected workload the peers run, scaled as Kickside's."""
+    counts = {}
+    for workload in workloads:
+        if workload.name in PEER_WORKLOADS:
+            full, minimum = PEER_WORKLOADS[workload.name]
+            counts[workload.name] = scaled(full, scale, minimum)
+    return counts

@@ -1,0 +1,71 @@
+"""Run the workloads against one peer (inside ``bench/.peers-venv``); prints one JSON document.
+
+``python -m bench.peers.driver --system NAME --conninfo DSN --schema S --workdir DIR
+--count WORKLOAD=N ...``: the runner passes the counts, so both sides use the same ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.peers import protocol
+
+SYSTEMS = {
+    "procrastinate": "bench.peers.procrastinate_peer",
+    "pgqueuer": "bench.peers.pgqueuer_peer",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the requested workloads against one peer and print their results as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m bench.peers.driver")
+    parser.add_argument("--system", choices=sorted(SYSTEMS), required=True)
+    parser.add_argument("--conninfo", required=True)
+    parser.add_argument("--schema", required=True)
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--count", action="append", default=[], metavar="WORKLOAD=N")
+    args = parser.parse_args(argv)
+    counts = {k: int(v) for k, _, v in (c.partition("=") for c in args.count)}
+
+    module: Any = importlib.import_module(SYSTEMS[args.system])
+    peer = module.open_peer(args.conninfo, args.schema)
+    worker_args = ["--conninfo", args.conninfo, "--schema", args.schema]
+    log = args.workdir / f"peer-{args.system}.log"
+    results: list[dict[str, Any]] = []
+    runners = {
+        "bulk_enqueue": lambda n: protocol.bulk_enqueue(peer, n),
+        "single_enqueue": lambda n: protocol.single_enqueue(peer, n),
+        "drain": lambda n: protocol.drain(
+            peer, protocol.WorkerProcess(peer.module, worker_args, log), n
+        ),
+        "latency": lambda n: protocol.latency(
+            peer,
+            protocol.WorkerProcess(peer.module, worker_args, log),
+            n,
+            args.workdir / f"latency-{args.system}.stamps",
+        ),
+    }
+    try:
+        for workload, n in counts.items():
+            print(f"[{args.system}] {workload}: {n} jobs", file=sys.stderr, flush=True)
+            try:
+                results.append(runners[workload](n))
+            except Exception as exc:
+                traceback.print_exc()
+                entry = protocol.result(peer, workload, params={"jobs": n}, metrics={})
+                entry["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                results.append(entry)
+    finally:
+        peer.close()
+    print(json.dumps({"system": peer.name, "version": peer.version, "results": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""The peers' side of the harness: the same workloads, driven through each peer's own API.
+
+Runs inside ``bench/.peers-venv`` (the peers are never installed beside Kickside), so it uses
+the standard library and psycopg only, and writes each result in the shape of
+:class:`bench.workloads.common.Measurement`. A peer module provides a :class:`Peer` (enqueue,
+count, reset) and a ``worker`` command that runs the peer's worker in a process of its own
+until SIGTERM, as Kickside's pool runs for the same workloads.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+ROOT = Path(__file__).resolve().parents[2]
+CONCURRENCY = 10
+REPEATS = 3
+SETTLE_S = 1.0
+POLL_S = 0.05
+INTERVAL_S = 0.020
+
+
+class Peer(Protocol):
+    """One peer system, opened on its own schema."""
+
+    name: str
+    version: str
+    module: str
+
+    def reset(self) -> None:
+        """Delete every job (queued and finished)."""
+
+    def bulk_enqueue(self, n: int) -> None:
+        """Enqueue ``n`` no-op jobs through the peer's batch API."""
+
+    def enqueue_one(self, task: str, args: dict[str, Any]) -> str:
+        """Enqueue one job in its own commit; returns the job's id as text."""
+
+    def completed(self) -> int:
+        """How many jobs finished successfully."""
+
+    def close(self) -> None:
+        """Close the peer's connections."""
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """The ``pct`` percentile by linear interpolation (as the Kickside side computes it)."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def result(
+    peer: Peer,
+    workload: str,
+    *,
+    params: dict[str, Any],
+    metrics: dict[str, float],
+    runs: list[dict[str, float]] | None = None,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A result entry shaped like Kickside's (floats rounded alike)."""
+    return {
+        "system": peer.name,
+        "backend": "postgresql",
+        "workload": workload,
+        "params": params,
+        "metrics": {k: _round(v) for k, v in metrics.items()},
+        "runs": [{k: _round(v) for k, v in run.items()} for run in runs or []],
+        "details": {"version": peer.version, **(details or {})},
+        "error": None,
+    }
+
+
+def _round(value: float) -> float:
+    return round(value, 4) if abs(value) < 100 else round(value, 1)
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> float:
+    """Poll until ``condition`` holds; the monotonic time it was seen (TimeoutError after)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(POLL_S)
+    return time.monotonic()
+
+
+class WorkerProcess:
+    """The peer's worker in a process of its own: ``python -m <module> worker ...``."""
+
+    def __init__(self, module: str, args: list[str], log: Path) -> None:
+        self.command = [sys.executable, "-m", module, "worker", *args]
+        self.log = log
+        self.proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> WorkerProcess:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        with open(self.log, "a") as err:
+            self.proc = subprocess.Popen(
+                self.command,
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,
+            )
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        line = self.proc.stdout.readline() if ready else ""
+        if line.strip() != "ready":
+            self.stop()
+            raise RuntimeError(f"the worker did not start (see {self.log})")
+        time.sleep(SETTLE_S)  # the worker listens and has run its first fetch
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM (each peer's graceful stop), then SIGKILL after 60 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def bulk_enqueue(peer: Peer, n: int) -> dict[str, Any]:
+    """Workload 1: the peer's batch enqueue of ``n`` jobs, median of 3."""
+    runs = []
+    for _ in range(REPEATS):
+        peer.reset()
+        started = time.perf_counter()
+        peer.bulk_enqueue(n)
+        seconds = time.perf_counter() - started
+        runs.append({"seconds": seconds, "jobs_per_s": n / seconds})
+    rate = statistics.median(r["jobs_per_s"] for r in runs)
+    return result(
+        peer,
+        "bulk_enqueue",
+        params={"jobs": n, "repeats": REPEATS},
+        metrics={"jobs_per_s": rate},
+        runs=runs,
+    )
+
+
+def single_enqueue(peer: Peer, n: int) -> dict[str, Any]:
+    """Workload 2: ``n`` single enqueues, one commit each."""
+    peer.reset()
+    calls = []
+    started = time.perf_counter()
+    for _ in range(n):
+        before = time.perf_counter()
+        peer.enqueue_one("noop", {})
+        calls.append((time.perf_counter() - before) * 1000)
+    seconds = time.perf_counter() - started
+    return result(
+        peer,
+        "single_enqueue",
+        params={"jobs": n},
+        metrics={
+            "jobs_per_s": n / seconds,
+            "call_p50_ms": percentile(calls, 50),
+            "call_p99_ms": percentile(calls, 99),
+        },
+        runs=[{"seconds": seconds, "jobs_per_s": n / seconds}],
+    )
+
+
+def drain(peer: Peer, worker: WorkerProcess, n: int) -> dict[str, Any]:
+    """Workload 3: from the bulk insert's commit until ``n`` jobs completed, median of 3."""
+    runs = []
+    with worker:
+        for _ in range(REPEATS):
+            peer.reset()
+            peer.bulk_enqueue(n)
+            started = time.monotonic()
+            finished = wait_until(
+                lambda: peer.completed() >= n, timeout=max(120.0, n / 20), what="completions"
+            )
+            runs.append({"seconds": finished - started, "jobs_per_s": n / (finished - started)})
+    return result(
+        peer,
+        "drain",
+        params={"jobs": n, "repeats": REPEATS, "concurrency": CONCURRENCY, "pools": 1},
+        metrics={"jobs_per_s": statistics.median(r["jobs_per_s"] for r in runs)},
+        runs=runs,
+        details={"completion_poll_s": POLL_S},
+    )
+
+
+def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str, Any]:
+    """Workload 4: enqueue-to-start, one job every 20 ms, on an idle worker."""
+    stamps.unlink(missing_ok=True)
+    peer.reset()
+    sent: dict[str, tuple[int, int]] = {}
+    with worker:
+        origin = time.monotonic()
+        for i in range(n):
+            before = time.monotonic_ns()
+            job_id = peer.enqueue_one("stamp", {"log": str(stamps)})
+            sent[job_id] = (before, time.monotonic_ns())
+            pause = origin + (i + 1) * INTERVAL_S - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+        wait_until(lambda: len(read_stamps(stamps)) >= n, timeout=60, what="started jobs")
+    first: dict[str, int] = {}
+    for job_id, mono_ns in read_stamps(stamps):
+        first.setdefault(job_id, mono_ns)
+    from_call = [(first[j] - sent[j][0]) / 1e6 for j in sent if j in first]
+    from_commit = [(first[j] - sent[j][1]) / 1e6 for j in sent if j in first]
+    return result(
+        peer,
+        "latency",
+        params={"jobs": n, "interval_ms": INTERVAL_S * 1000, "concurrency": CONCURRENCY},
+        metrics={
+            "p50_ms": percentile(from_call, 50),
+            "p99_ms": percentile(from_call, 99),
+            "mean_ms": sum(from_call) / len(from_call),
+            "max_ms": max(from_call),
+            "commit_p50_ms": percentile(from_commit, 50),
+            "commit_p99_ms": percentile(from_commit, 99),
+        },
+        details={"started": len(from_call), "placement": "separate process"},
+    )
+
+
+def read_stamps(path: Path) -> list[tuple[str, int]]:
+    """``(job_id, start_monotonic_ns)`` per execution written by a peer's ``stamp`` task."""
+    if not path.exists():
+        return []
+    stamps = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            stamps.append((parts[0], int(parts[1])))
+    return stamps
+
+
+def write_stamp(path: str, job_id: object) -> None:
+    """What a peer's ``stamp`` task does first: append ``job_id start_ns wall_ns``."""
+    started_ns, wall_ns = time.monotonic_ns(), time.time_ns()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{job_id} {started_ns} {wall_ns}\n".encode())
+    finally:
+        os.close(fd)

@@ -1,0 +1,95 @@
+"""A PNG of throughput and latency per system, from a results JSON, for the README.
+
+``python -m bench.plot RESULTS.json [OUT.png]``. It needs matplotlib, which lives in the
+harness's own ``bench/.peers-venv`` (never among Kickside's dependencies): the runner calls it
+with that environment's Python. Standard library and matplotlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+THROUGHPUT = (
+    ("bulk_enqueue", "bulk enqueue"),
+    ("single_enqueue", "single enqueue"),
+    ("drain", "drain"),
+)
+
+
+def _series(doc: dict[str, Any]) -> list[tuple[str, dict[str, dict[str, float]]]]:
+    """``(label, {workload: metrics})`` per system and backend, Kickside first."""
+    series: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for entry in doc["results"]:
+        if entry.get("error") is None and entry["metrics"]:
+            key = (entry["system"], entry["backend"])
+            series.setdefault(key, {})[entry["workload"]] = entry["metrics"]
+    order = sorted(series, key=lambda k: (k[0] != "kickside", k[1] != "postgresql", k))
+    return [(f"{s} ({'PG' if b == 'postgresql' else 'SQLite'})", series[(s, b)]) for s, b in order]
+
+
+def plot(doc: dict[str, Any], out: Path) -> None:
+    """Draw jobs/s per workload (log scale) and latency p50/p99 per system into ``out``."""
+    import matplotlib  # type: ignore[import-not-found]
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # type: ignore[import-not-found]
+
+    series = _series(doc)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    width = 0.8 / max(1, len(series))
+    for i, (label, metrics) in enumerate(series):
+        xs = [j + i * width for j in range(len(THROUGHPUT))]
+        ys = [metrics.get(w, {}).get("jobs_per_s", 0.0) for w, _ in THROUGHPUT]
+        left.bar(xs, ys, width, label=label)
+    left.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(THROUGHPUT))])
+    left.set_xticklabels([title for _, title in THROUGHPUT])
+    left.set_yscale("log")
+    left.set_ylabel("jobs/s (higher is better)")
+    left.set_title("Throughput")
+    left.legend(fontsize=8)
+
+    # SQLite has no cross-process wake-up (its pool polls): plot its embedded case instead.
+    timed = [
+        (f"{label[:-1]}, embedded)", m["latency_inprocess"])
+        if "SQLite" in label
+        else (label, m["latency"])
+        for label, m in series
+        if ("latency_inprocess" if "SQLite" in label else "latency") in m
+    ]
+    for j, (_label, lat) in enumerate(timed):
+        right.bar(j - 0.2, lat["p50_ms"], 0.4, color="tab:blue", label="p50" if j == 0 else None)
+        right.bar(j + 0.2, lat["p99_ms"], 0.4, color="tab:orange", label="p99" if j == 0 else None)
+    right.set_xticks(range(len(timed)))
+    right.set_xticklabels([label for label, _ in timed], fontsize=8, rotation=15)
+    right.set_ylabel("enqueue-to-start ms (lower is better)")
+    right.set_title("Latency, idle worker, one job every 20 ms")
+    right.legend(fontsize=8)
+
+    quick = " (quick run: not representative)" if doc.get("quick") else ""
+    load = doc["machine"]["load_average"][0]
+    fig.suptitle(
+        f"{doc['started_at']}, {doc['machine']['cpu_count']} cores, load {load:.2f}{quick}"
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Plot a saved results JSON beside it (or into the path given)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (1, 2):
+        print("usage: python -m bench.plot RESULTS.json [OUT.png]", file=sys.stderr)
+        return 2
+    source = Path(args[0])
+    out = Path(args[1]) if len(args) == 2 else source.with_suffix(".png")
+    plot(json.loads(source.read_text()), out)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The one command: ``python -m bench.run [--quick] [--only NAME] [--database-url URL]``.
+
+Runs the selected workloads on a throwaway PostgreSQL schema and a temporary SQLite file,
+records the machine, its load and the versions, then writes ``bench/results/<UTC>.json`` and a
+Markdown table beside it, and prints the table. ``--quick`` scales every count by 1/20: a
+smoke test of the harness, never a measurement. See ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import catalog, machine, report
+from bench.peers import runner
+from bench.targets import BACKENDS, DEFAULT_POSTGRES_URL, Target, postgresql_target, sqlite_target
+from bench.workloads.common import Context, Measurement
+from bench.workloads.pools import SharedPool
+from kickside_engine.redact import redact_text
+
+QUICK_SCALE = 1 / 20
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+URL_ENV = "KICKSIDE_BENCH_DATABASE_URL"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description="Kickside's reproducible benchmark harness."
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="scale every count by 1/20 (a smoke run)"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="run only these workloads (repeatable, or comma-separated): "
+        + ", ".join(w.name for w in catalog.WORKLOADS),
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(URL_ENV, DEFAULT_POSTGRES_URL),
+        help=f"the PostgreSQL server (env {URL_ENV}; default: the local test server)",
+    )
+    parser.add_argument(
+        "--schema", help="the PostgreSQL schema to create, use and drop (default: bench_<UTC>)"
+    )
+    parser.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
+    parser.add_argument(
+        "--sqlite-path", type=Path, help="the SQLite file to use (default: a temporary file)"
+    )
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--no-pgbench", action="store_true", help="skip the pgbench baseline")
+    parser.add_argument(
+        "--peers",
+        default=",".join(runner.PEERS),
+        help="comma-separated peers to run on PostgreSQL after Kickside (default: all)",
+    )
+    parser.add_argument("--no-peers", action="store_true", help="run Kickside only")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
+    return parser.parse_args(argv)
+
+
+def _names(only: list[str] | None) -> list[str]:
+    return [n.strip() for item in only or [] for n in item.split(",") if n.strip()]
+
+
+class Progress:
+    """Progress lines on stderr, with the seconds since the run began."""
+
+    def __init__(self) -> None:
+        self.origin = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        print(f"[bench {time.monotonic() - self.origin:6.1f}s] {message}", file=sys.stderr)
+
+
+def _run_workloads(
+    target: Target, workloads: list[catalog.Workload], ctx: Context, progress: Progress
+) -> list[Measurement]:
+    measured = []
+    for workload in workloads:
+        if target.backend not in workload.backends:
+            continue
+        if not workload.uses_pool and ctx.shared_pool is not None:
+            ctx.shared_pool.close()
+        progress(f"{target.backend}: {workload.title}")
+        try:
+            measured.append(workload.run(ctx))
+        except Exception as exc:
+            traceback.print_exc()
+            measured.append(
+                Measurement(
+                    workload=workload.name,
+                    backend=target.backend,
+                    error=f"{type(exc).__name__}: {exc}".splitlines()[0],
+                )
+            )
+    return measured
+
+
+def _run_peers(
+    args: argparse.Namespace,
+    workloads: list[catalog.Workload],
+    scale: float,
+    schema: str,
+    workdir: Path,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """The peers' results on PostgreSQL, one peer at a time, each on a schema of its own."""
+    counts = catalog.peer_counts(workloads, scale)
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if not counts or not peers:
+        return []
+    try:
+        python = runner.ensure_venv(progress)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        error = f"could not set up {runner.VENV}: {exc}"
+        print(f"error: {error}", file=sys.stderr)
+        return [e for p in peers for e in runner.failed(p, counts, error)]
+    results: list[dict[str, Any]] = []
+    for peer in peers:
+        results += runner.run_peer(
+            python,
+            peer,
+            url=args.database_url,
+            schema=f"{schema}_{peer}",
+            counts=counts,
+            workdir=workdir,
+            progress=progress,
+        )
+    return results
+
+
+def _plot(json_path: Path, progress: Progress) -> None:
+    """Draw ``<stem>.png`` beside the results with the tools' environment (matplotlib)."""
+    python = runner.VENV / "bin" / "python"
+    if not python.exists():
+        progress(f"no plot: {runner.VENV} does not exist (run once with the peers to create it)")
+        return
+    proc = subprocess.run(
+        [str(python), "-m", "bench.plot", str(json_path)],
+        cwd=runner.BENCH.parent,
+        env={**os.environ, "PYTHONPATH": str(runner.BENCH.parent)},
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        progress(f"no plot: {last}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark described by ``args``; 0 when every workload ran, else 1."""
+    try:
+        workloads = catalog.by_name(_names(args.only))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    unknown = [p for p in args.peers.split(",") if p.strip() and p.strip() not in runner.PEERS]
+    if unknown:
+        print(
+            f"error: unknown peer {', '.join(unknown)}; known: {', '.join(runner.PEERS)}",
+            file=sys.stderr,
+        )
+        return 2
+    progress = Progress()
+    started = datetime.now(UTC)
+    scale = QUICK_SCALE if args.quick else 1.0
+    info = machine.machine_info()
+    warnings = [w for w in [machine.load_warning(info["load_average"])] if w]
+    for warning in warnings:
+        print(f"\n!!! WARNING: {warning} !!!\n", file=sys.stderr)
+    backends = list(BACKENDS) if args.backend == "all" else [args.backend]
+    wanted = {b for w in workloads for b in w.backends} & set(backends)
+    backends = [b for b in backends if b in wanted]
+    workdir = Path(tempfile.mkdtemp(prefix="kickside-bench-"))
+    results: list[dict[str, Any]] = []
+    baselines: dict[str, Any] = {}
+    peers_schema = ""
+    for backend in backends:
+        with contextlib.ExitStack() as stack:
+            if backend == "postgresql":
+                target = stack.enter_context(postgresql_target(args.database_url, args.schema))
+                peers_schema = f"{target.schema}_peer"
+                if not args.no_pgbench:
+                    progress("postgresql: pgbench single-row insert baseline")
+                    assert target.schema is not None
+                    baselines["pgbench_insert"] = machine.pgbench_insert_tps(
+                        args.database_url, target.schema, seconds=2 if args.quick else 10
+                    )
+            else:
+                target = stack.enter_context(sqlite_target(args.sqlite_path))
+            shared = SharedPool(target, workdir / f"pool-{backend}.log")
+            stack.callback(shared.close)
+            ctx = Context(
+                target=target,
+                scale=scale,
+                workdir=workdir,
+                progress=progress,
+                shared_pool=shared,
+            )
+            results += [m.as_json() for m in _run_workloads(target, workloads, ctx, progress)]
+        if backend == "postgresql" and not args.no_peers:
+            results += _run_peers(args, workloads, scale, peers_schema, workdir, progress)
+    pg_used = "postgresql" in backends
+    versions = machine.versions(args.database_url if pg_used else None)
+    for entry in results:
+        if entry["system"] != "kickside" and entry["details"].get("version"):
+            versions[entry["system"]] = entry["details"]["version"]
+    doc = {
+        "format": report.FORMAT,
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": redact_text("python -m bench.run " + shlex.join(args.argv)),
+        "quick": args.quick,
+        "scale": scale,
+        "backends": backends,
+        "machine": info,
+        "warnings": warnings,
+        "versions": versions,
+        "baselines": baselines,
+        "results": results,
+    }
+    json_path, md_path = report.write(doc, args.results_dir, report.file_stem(started))
+    print(report.markdown(doc))
+    if not args.no_plot:
+        _plot(json_path, progress)
+    failed = [m for m in results if m["error"]]
+    if failed:
+        print(f"{len(failed)} workload(s) failed; pool logs kept in {workdir}", file=sys.stderr)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench.run``."""
+    args = parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

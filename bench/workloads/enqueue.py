@@ -1,0 +1,129 @@
+"""Workloads 1 and 2: bulk enqueue and single enqueue; plus a COPY what-if on PostgreSQL.
+
+Bulk enqueue times ``enqueue_many`` (one call, one transaction, SQLAlchemy's batched multi-row
+INSERTs), builders included, as an application would call it. Single enqueue times
+``JobBuilder(...).insert(db)``: one call and one commit per job.
+
+``bulk_enqueue_copy`` is not a product path: it builds the very rows ``enqueue_many`` would
+(same validation) and loads them with PostgreSQL COPY, to measure what switching the engine's
+bulk path to COPY would gain before anyone changes the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.targets import reset
+from bench.workloads.common import Context, Measurement, median, percentile, state_counts
+from kickside_engine import Database, JobBuilder, enqueue_many
+from kickside_engine.clock import utcnow
+from kickside_engine.enqueue import build_row
+from kickside_engine.notify import channel_name
+
+BULK_JOBS = 20_000
+SINGLE_JOBS = 2_000
+REPEATS = 3
+JSON_COLUMNS = ("args", "meta", "tags", "errors")
+
+
+def _builders(n: int) -> list[JobBuilder]:
+    return [JobBuilder("noop", {}) for _ in range(n)]
+
+
+def _throughput_runs(ctx: Context, db: Database, name: str, n: int, load: Any) -> Measurement:
+    """Run ``load(n)`` :data:`REPEATS` times on empty tables; report the median jobs/s."""
+    runs: list[dict[str, float]] = []
+    for attempt in range(REPEATS):
+        reset(db)
+        ctx.progress(f"{name}: run {attempt + 1}/{REPEATS}, {n} jobs")
+        started = time.perf_counter()
+        load(n)
+        seconds = time.perf_counter() - started
+        runs.append({"seconds": seconds, "jobs_per_s": n / seconds})
+    counts = state_counts(db)
+    return Measurement(
+        workload=name,
+        backend=ctx.target.backend,
+        params={"jobs": n, "repeats": REPEATS},
+        metrics={"jobs_per_s": median([r["jobs_per_s"] for r in runs])},
+        runs=runs,
+        details={"states_after_last_run": counts},
+    )
+
+
+def bulk_enqueue(ctx: Context) -> Measurement:
+    """``enqueue_many`` of 20,000 no-op jobs in one call: jobs/s, median of 3."""
+    n = ctx.count(BULK_JOBS)
+    db = ctx.target.open()
+    try:
+        return _throughput_runs(
+            ctx, db, "bulk_enqueue", n, lambda k: enqueue_many(db, _builders(k))
+        )
+    finally:
+        db.dispose()
+
+
+def single_enqueue(ctx: Context) -> Measurement:
+    """2,000 ``insert`` calls, one commit each: jobs/s, and each call's latency."""
+    n = ctx.count(SINGLE_JOBS)
+    db = ctx.target.open()
+    try:
+        reset(db)
+        ctx.progress(f"single_enqueue: {n} jobs, one commit each")
+        calls_ms: list[float] = []
+        started = time.perf_counter()
+        for _ in range(n):
+            before = time.perf_counter()
+            JobBuilder("noop", {}).insert(db)
+            calls_ms.append((time.perf_counter() - before) * 1000)
+        seconds = time.perf_counter() - started
+        return Measurement(
+            workload="single_enqueue",
+            backend=ctx.target.backend,
+            params={"jobs": n},
+            metrics={
+                "jobs_per_s": n / seconds,
+                "call_p50_ms": percentile(calls_ms, 50),
+                "call_p99_ms": percentile(calls_ms, 99),
+            },
+            runs=[{"seconds": seconds, "jobs_per_s": n / seconds}],
+            details={"states_after_run": state_counts(db)},
+        )
+    finally:
+        db.dispose()
+
+
+def copy_jobs(db: Database, n: int) -> None:
+    """Insert ``n`` no-op jobs with COPY: the rows ``enqueue_many`` builds, loaded another way."""
+    from psycopg.types.json import Jsonb
+
+    now = utcnow()
+    rows = [build_row(b.options, now) for b in _builders(n)]
+    columns = list(rows[0])
+    table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
+    raw = db.engine.raw_connection()
+    try:
+        pg: Any = raw.driver_connection
+        with pg.cursor() as cur:
+            with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(
+                        [Jsonb(row[c]) if c in JSON_COLUMNS else row[c] for c in columns]
+                    )
+            cur.execute("SELECT pg_notify(%s, %s)", (channel_name(db), "default"))
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def bulk_enqueue_copy(ctx: Context) -> Measurement:
+    """What-if: the bulk enqueue's rows loaded with COPY (PostgreSQL only)."""
+    n = ctx.count(BULK_JOBS)
+    db = ctx.target.open()
+    try:
+        result = _throughput_runs(ctx, db, "bulk_enqueue_copy", n, lambda k: copy_jobs(db, k))
+        result.details["note"] = "harness-only what-if; the engine's bulk path is enqueue_many"
+        return result
+    finally:
+        db.dispose()

@@ -1,0 +1,388 @@
+"""The dashboard's one door to the engine: a read method per view and a method per action.
+
+Screens never import the engine's modules for data; they call an :class:`Adapter` from worker
+threads and render the dataclasses it returns. A rendering test can hand the app a subclass
+with canned answers. Every read takes ``now`` (from :attr:`Adapter.clock`, which tests pin), and
+every action runs as :attr:`Adapter.actor` and leaves an audit row. A read-only adapter refuses
+every action with :class:`ReadOnlyError` before it reaches the database.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from kickside_engine import (
+    ConflictError,
+    Database,
+    Job,
+    JobState,
+    KicksideError,
+    migrate,
+)
+from kickside_engine.capacity import CapacityGroupInfo, capacity_groups
+from kickside_engine.clock import utcnow
+from kickside_engine.control import (
+    Actor,
+    AuditEntry,
+    BulkPreview,
+    BulkResult,
+    JobDetail,
+    JobFilter,
+    JobPage,
+    NodeInfo,
+    QueueInfo,
+    bulk_apply,
+    bulk_preview,
+    cancel_job,
+    count_jobs,
+    discard_job,
+    job_detail,
+    list_audit,
+    list_jobs,
+    list_nodes,
+    list_queues,
+    list_runs,
+    pause_queue,
+    resume_queue,
+    retry_job,
+)
+from kickside_engine.explain import Explanation, explain
+from kickside_engine.health import HealthReport, doctor
+from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
+from kickside_engine.plugins.cron import CronEntryStatus, Recurring, cron_status
+from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, purge_slot, wake_job
+
+#: How far back the sparklines reach, one bucket a minute.
+SPARK_WINDOW = timedelta(minutes=30)
+SPARK_BUCKET = timedelta(minutes=1)
+#: Executing jobs shown on the Leases view (each costs one run-history read).
+MAX_LEASES = 100
+
+
+class ReadOnlyError(KicksideError):
+    """The dashboard runs read-only: actions are disabled."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One queue on the Overview: counts by state, paused, and live concurrency."""
+
+    name: str
+    counts: dict[JobState, int]
+    paused: bool
+    concurrency: int
+    has_node: bool
+    no_node: bool
+
+
+@dataclass(frozen=True)
+class OverviewData:
+    """The Overview view: queues, throughput per minute, nodes, and what needs attention."""
+
+    at: datetime
+    queues: list[QueueRow]
+    summary: Overview
+    completed_per_minute: list[float]
+    failed_per_minute: list[float]
+    near_limit: list[CapacityGroupInfo]
+    waiting_on_admission: int
+
+
+@dataclass(frozen=True)
+class JobsData:
+    """One page of the Jobs view; ``total`` is None when the count was not asked for."""
+
+    page: JobPage
+    total: int | None
+
+
+@dataclass(frozen=True)
+class JobDetailData:
+    """A job with its run history and the reasons it is not running."""
+
+    detail: JobDetail
+    explanation: Explanation | None
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """An executing job's lease, as the Leases view shows it."""
+
+    job: Job
+    node: str | None
+    expires_in: timedelta | None
+    heartbeat_age: timedelta | None
+    elapsed: timedelta | None
+    max_execution: timedelta | None
+    code_version: str | None
+
+
+@dataclass(frozen=True)
+class MetricsData:
+    """The Metrics & health view; ``health`` is None when the doctor was not asked to run."""
+
+    queues: list[QueueMetrics]
+    health: HealthReport | None
+    audit: list[AuditEntry]
+
+
+@dataclass(frozen=True)
+class OpsData:
+    """The Queues / nodes / cron view."""
+
+    queues: list[QueueInfo]
+    nodes: list[NodeInfo]
+    cron: list[CronEntryStatus]
+    schedule_loaded: bool
+
+
+@dataclass(frozen=True)
+class PurgeStep:
+    """One call of a slot purge: removed, or how the continuation must proceed."""
+
+    runs_deleted: int
+    removed: bool = False
+    absent: bool = False
+    needs_continue: bool = False
+    wait_for: str | None = None
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.removed or self.absent
+
+
+@dataclass
+class Adapter:
+    """The engine's public read/action API, shaped for the dashboard's views."""
+
+    db: Database
+    read_only: bool = False
+    clock: Callable[[], datetime] = utcnow
+    actor: Actor = field(default_factory=Actor.current)
+    schedule: Sequence[Recurring] = ()
+    #: Shown in the header instead of the database URL when set (screenshots use it).
+    label: str | None = None
+
+    def now(self) -> datetime:
+        """The dashboard's current time (tests pin it)."""
+        return self.clock()
+
+    def describe(self) -> str:
+        """Where the dashboard looks: the database URL (password masked) and schema."""
+        if self.label is not None:
+            return self.label
+        where = self.db.display_url()
+        return f"{where} schema={self.db.schema}" if self.db.schema else where
+
+    def schema_problem(self) -> str | None:
+        """Why the schema cannot be read (not migrated, too old), or None when it is current."""
+        try:
+            migrate.ensure_current(self.db)
+        except KicksideError as exc:
+            return str(exc)
+        return None
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def overview(self, now: datetime) -> OverviewData:
+        """Queues with counts, the last half hour's throughput, nodes and stuck work."""
+        summary = overview(self.db, now)
+        live = [n for n in list_nodes(self.db, now) if not n.stale]
+        queues = [
+            QueueRow(
+                name=name,
+                counts=counts,
+                paused=name in summary.paused_queues,
+                concurrency=sum(n.queues.get(name, 0) for n in live),
+                has_node=any(name in n.queues for n in live),
+                no_node=name in summary.queues_without_node,
+            )
+            for name, counts in sorted(summary.counts.items())
+        ]
+        per_queue = throughput(self.db, now, window=SPARK_WINDOW, bucket=SPARK_BUCKET)
+        width = int(SPARK_WINDOW / SPARK_BUCKET)
+        completed = [0.0] * width
+        failed = [0.0] * width
+        for buckets in per_queue.values():
+            for i, bucket in enumerate(buckets[-width:]):
+                completed[i] += bucket.completed
+                failed[i] += bucket.failed
+        groups = capacity_groups(self.db, now)
+        waiting = sum(
+            1
+            for g in groups
+            for w in g.waiting_jobs
+            if not w.reason.startswith("eligible")
+        )
+        return OverviewData(
+            at=now,
+            queues=queues,
+            summary=summary,
+            completed_per_minute=completed,
+            failed_per_minute=failed,
+            near_limit=[g for g in groups if g.near_limit],
+            waiting_on_admission=waiting,
+        )
+
+    def jobs(
+        self, flt: JobFilter, *, cursor: str | None = None, limit: int = 50, with_total: bool
+    ) -> JobsData:
+        """One keyset page of the jobs matching ``flt``, newest first, and their count."""
+        page = list_jobs(self.db, flt, limit=limit, cursor=cursor)
+        total = count_jobs(self.db, flt) if with_total else None
+        return JobsData(page, total)
+
+    def job(self, job_id: uuid.UUID, now: datetime) -> JobDetailData:
+        """A job's detail, retry history and the engine's explanation of why it is not running."""
+        detail = job_detail(self.db, job_id)
+        return JobDetailData(detail, explain(self.db, job_id, now=now))
+
+    def slots(self, now: datetime) -> list[SlotInfo]:
+        """Slot jobs by identity, with their state, pending wakes and last run."""
+        return list_slots(self.db, now=now, limit=500)
+
+    def leases(self, now: datetime) -> list[LeaseInfo]:
+        """Executing jobs, soonest lease expiry first, with node heartbeat and code version."""
+        page = list_jobs(
+            self.db, JobFilter(states=(JobState.EXECUTING,)), limit=MAX_LEASES
+        )
+        nodes = {n.name: n for n in list_nodes(self.db, now)}
+        leases = []
+        for job in page.jobs:
+            runs = list_runs(self.db, job.id)
+            open_run = next((r for r in reversed(runs) if not r.settled), None)
+            node = nodes.get(job.lease_owner or "")
+            leases.append(
+                LeaseInfo(
+                    job=job,
+                    node=job.lease_owner,
+                    expires_in=job.lease_expires_at - now if job.lease_expires_at else None,
+                    heartbeat_age=node.heartbeat_age if node is not None else None,
+                    elapsed=now - job.attempted_at if job.attempted_at else None,
+                    max_execution=(
+                        timedelta(milliseconds=job.max_execution_ms)
+                        if job.max_execution_ms
+                        else None
+                    ),
+                    code_version=open_run.code_version if open_run is not None else None,
+                )
+            )
+        far = timedelta.max
+        leases.sort(key=lambda lease: lease.expires_in if lease.expires_in is not None else far)
+        return leases
+
+    def capacity(self, now: datetime) -> list[CapacityGroupInfo]:
+        """Capacity groups with limits, usage and the jobs refused admission."""
+        return capacity_groups(self.db, now)
+
+    def metrics(self, now: datetime, *, with_health: bool) -> MetricsData:
+        """Per-queue throughput and percentiles, the audit trail, and the doctor when asked."""
+        per_queue = queue_metrics(self.db, now, window=SPARK_WINDOW, bucket=SPARK_BUCKET)
+        health = doctor(self.db, now) if with_health else None
+        audit = list_audit(self.db, limit=50).entries
+        return MetricsData(per_queue, health, audit)
+
+    def ops(self, now: datetime) -> OpsData:
+        """Queues, nodes and the cron schedule's last and next runs."""
+        cron = cron_status(self.db, self.schedule, now) if self.schedule else []
+        return OpsData(
+            queues=list_queues(self.db, now),
+            nodes=list_nodes(self.db, now),
+            cron=cron,
+            schedule_loaded=bool(self.schedule),
+        )
+
+    def preview(self, action: str, flt: JobFilter) -> BulkPreview:
+        """How many jobs a bulk ``action`` over ``flt`` would change (nothing is written)."""
+        return bulk_preview(self.db, action, flt, sample=5)
+
+    # --- actions -------------------------------------------------------------------------
+
+    def _check_writable(self, action: str) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"read-only dashboard: {action} is disabled")
+
+    def retry(self, job_id: uuid.UUID, now: datetime) -> Job:
+        """Retry / run now."""
+        self._check_writable("retry")
+        return retry_job(self.db, job_id, self.actor, now)
+
+    def cancel(self, job_id: uuid.UUID, now: datetime) -> Job:
+        """Cancel a job that is not final (an executing one is aborted on its node)."""
+        self._check_writable("cancel")
+        return cancel_job(self.db, job_id, self.actor, now)
+
+    def discard(self, job_id: uuid.UUID, now: datetime) -> Job:
+        """Discard a job that is not final."""
+        self._check_writable("discard")
+        return discard_job(self.db, job_id, self.actor, now)
+
+    def wake(self, job_id: uuid.UUID, now: datetime) -> str:
+        """A control wake with ``ensure_due``: dispatch without rescheduling a due job."""
+        self._check_writable("wake")
+        result = wake_job(self.db, job_id, ensure_due=True, now=now, actor=self.actor)
+        if result.already_due:
+            return f"job {job_id} is already due ({result.state.value}); pools nudged"
+        return f"woke job {job_id}: now {result.state.value}"
+
+    def park(self, job_id: uuid.UUID, now: datetime) -> Job:
+        """Park a slot: it rests until the next wake (pending wakes are cleared)."""
+        self._check_writable("park")
+        return park_job(self.db, job_id, now=now, actor=self.actor)
+
+    def enable(self, job_id: uuid.UUID, now: datetime) -> Job:
+        """Resume a disabled slot: due now when a wake is pending, else parked."""
+        self._check_writable("resume")
+        return enable_slot(self.db, job_id, now=now, actor=self.actor)
+
+    def purge_step(self, slot: SlotInfo, now: datetime) -> PurgeStep:
+        """One page of a slot purge; the caller repeats until :attr:`PurgeStep.finished`."""
+        self._check_writable("purge")
+        try:
+            removed = purge_slot(
+                self.db, namespace=slot.namespace, scope=slot.scope, key=slot.key, now=now,
+                actor=self.actor,
+            )
+        except ConflictError as exc:
+            if not exc.details.get("cleanup_pending"):
+                raise
+            return PurgeStep(
+                runs_deleted=int(exc.details.get("runs_deleted", 0)),
+                needs_continue=bool(exc.details.get("needs_continue")),
+                wait_for=exc.details.get("wait_for"),
+                message=str(exc),
+            )
+        if removed:
+            return PurgeStep(0, removed=True, message=f"slot {_identity(slot)} removed")
+        return PurgeStep(0, absent=True, message=f"no slot {_identity(slot)} (already gone)")
+
+    def pause_queue(self, name: str, now: datetime) -> QueueInfo:
+        """Pause a queue on every node."""
+        self._check_writable("pause")
+        return pause_queue(self.db, name, self.actor, now)
+
+    def resume_queue(self, name: str, now: datetime) -> QueueInfo:
+        """Resume a paused queue."""
+        self._check_writable("resume")
+        return resume_queue(self.db, name, self.actor, now)
+
+    def bulk(
+        self,
+        action: str,
+        flt: JobFilter,
+        now: datetime,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> BulkResult:
+        """Apply a bulk retry, cancel or discard over ``flt`` in audited batches."""
+        self._check_writable(f"bulk {action}")
+        return bulk_apply(self.db, action, flt, self.actor, now, on_progress=on_progress)
+
+
+def _identity(slot: SlotInfo) -> str:
+    return f"{slot.namespace}/{slot.scope}/{slot.key}"

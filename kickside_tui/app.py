@@ -1,0 +1,206 @@
+"""`kickside-tui`: the live dashboard over a Kickside database.
+
+One screen per view, each a Textual mode reachable by a digit key and from the command palette.
+The app refreshes the current view every ``refresh_seconds`` (database work runs in thread
+workers, so the UI never waits on the database) and keeps retrying through outages with a
+banner on screen.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any
+
+import typer
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.timer import Timer
+
+from kickside_engine import InvalidArgumentError, KicksideError, connect_database
+from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
+from kickside_engine.plugins.cron import Recurring
+from kickside_tui.adapter import Adapter
+from kickside_tui.screens.base import ViewScreen
+from kickside_tui.screens.capacity import CapacityScreen
+from kickside_tui.screens.help import HelpScreen
+from kickside_tui.screens.jobs import JobsScreen
+from kickside_tui.screens.leases import LeasesScreen
+from kickside_tui.screens.metrics import MetricsScreen
+from kickside_tui.screens.ops import OpsScreen
+from kickside_tui.screens.overview import OverviewScreen
+from kickside_tui.screens.slots import SlotsScreen
+from kickside_tui.widgets.chrome import VIEWS
+
+SCREENS: dict[str, type[ViewScreen]] = {
+    "overview": OverviewScreen,
+    "jobs": JobsScreen,
+    "slots": SlotsScreen,
+    "leases": LeasesScreen,
+    "capacity": CapacityScreen,
+    "metrics": MetricsScreen,
+    "ops": OpsScreen,
+}
+MIN_REFRESH = 0.2
+MAX_REFRESH = 60.0
+
+
+class KicksideApp(App[None]):
+    """The dashboard; everything it shows and does goes through ``adapter``."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "Kickside"
+    BINDINGS = [
+        *(Binding(key, f"view('{name}')", label, show=False) for name, key, label in VIEWS),
+        Binding("question_mark", "help", "Help"),
+        Binding("g", "refresh_now", "Refresh", show=False),
+        Binding("plus", "interval(0.5)", "Faster", show=False),
+        Binding("minus", "interval(2.0)", "Slower", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, adapter: Adapter, *, refresh_seconds: float = 1.0) -> None:
+        super().__init__()
+        if not MIN_REFRESH <= refresh_seconds <= MAX_REFRESH:
+            raise InvalidArgumentError(
+                f"refresh must be {MIN_REFRESH}..{MAX_REFRESH} seconds, got {refresh_seconds}"
+            )
+        self.adapter = adapter
+        self.refresh_seconds = refresh_seconds
+        self._timer: Timer | None = None
+        for name, screen in SCREENS.items():
+            self.add_mode(name, lambda screen=screen: screen(adapter))  # type: ignore[misc]
+
+    @property
+    def read_only(self) -> bool:
+        return self.adapter.read_only
+
+    def on_mount(self) -> None:
+        self._describe()
+        self.switch_mode("overview")
+        self._timer = self.set_interval(self.refresh_seconds, self.refresh_views)
+
+    def _describe(self) -> None:
+        parts = [self.adapter.describe(), f"every {self.refresh_seconds:g}s"]
+        if self.read_only:
+            parts.append("read-only")
+        self.sub_title = " · ".join(parts)
+
+    def refresh_views(self) -> None:
+        """Reload the data of the view on screen (a dialog above it leaves it refreshing)."""
+        for screen in self.screen_stack:
+            if isinstance(screen, ViewScreen):
+                screen.reload()
+
+    def view_screen(self) -> ViewScreen | None:
+        """The view of the current mode."""
+        return next((s for s in self.screen_stack if isinstance(s, ViewScreen)), None)
+
+    def action_view(self, name: str) -> None:
+        self.switch_mode(name)
+
+    def action_refresh_now(self) -> None:
+        self.refresh_views()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_interval(self, factor: float) -> None:
+        """Multiply the refresh interval by ``factor``, within MIN_REFRESH..MAX_REFRESH."""
+        seconds = self.refresh_seconds * factor
+        self.set_refresh(min(max(seconds, MIN_REFRESH), MAX_REFRESH))
+
+    def set_refresh(self, seconds: float) -> None:
+        """Refresh every ``seconds`` from now on."""
+        self.refresh_seconds = seconds
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(seconds, self.refresh_views)
+        self._describe()
+        self.notify(f"refreshing every {seconds:g}s")
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        for name, key, label in VIEWS:
+            yield SystemCommand(
+                f"View: {label}", f"Show the {label} view (key {key})",
+                lambda name=name: self.switch_mode(name),
+            )
+        yield SystemCommand("Refresh now", "Reload the current view", self.refresh_views)
+        yield SystemCommand("Help", "Keys, views and state colours", self.action_help)
+        view = self.view_screen()
+        if view is not None:
+            yield from view.palette_commands()
+        yield from super().get_system_commands(screen)
+
+
+def load_schedule(spec: str) -> list[Recurring]:
+    """The cron schedule named ``module`` or ``module:ATTRIBUTE`` (default ``SCHEDULE``)."""
+    module_name, _, attribute = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidArgumentError(f"schedule: cannot import {module_name!r}: {exc}") from None
+    entries = getattr(module, attribute or "SCHEDULE", None)
+    if not isinstance(entries, Sequence) or not all(isinstance(e, Recurring) for e in entries):
+        raise InvalidArgumentError(f"schedule: {spec!r} is not a list of Recurring entries")
+    return list(entries)
+
+
+cli = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@cli.command()
+def run(
+    database_url: Annotated[
+        str | None,
+        typer.Option("--database-url", envvar=DATABASE_URL_ENV, show_envvar=True,
+                     show_default=False,
+                     help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB "
+                     "(default: the embedded SQLite file that `kickside demo` fills)."),
+    ] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option("--schema", envvar=SCHEMA_ENV, show_envvar=True,
+                     help="PostgreSQL schema for Kickside's tables."),
+    ] = None,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Disable every action (for a read-only role).")
+    ] = False,
+    refresh: Annotated[
+        float,
+        typer.Option("--refresh", min=MIN_REFRESH, max=MAX_REFRESH, metavar="SECONDS",
+                     help="Seconds between refreshes."),
+    ] = 1.0,
+    schedule: Annotated[
+        str | None,
+        typer.Option("--schedule", metavar="MODULE[:ATTRIBUTE]",
+                     help="The app's cron schedule, for the Cron table (default attribute "
+                     "SCHEDULE)."),
+    ] = None,
+) -> None:
+    """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health."""
+    logging.getLogger("kickside").addHandler(logging.NullHandler())
+    logging.getLogger("kickside").propagate = False  # log lines would tear the screen
+    try:
+        db = connect_database(database_url, schema=schema)
+        entries = load_schedule(schedule) if schedule else []
+    except KicksideError as exc:
+        typer.echo(f"kickside-tui: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    try:
+        adapter = Adapter(db, read_only=read_only, schedule=entries)
+        KicksideApp(adapter, refresh_seconds=refresh).run()
+    finally:
+        db.dispose()
+
+
+def main() -> None:
+    """Console-script entry point of ``kickside-tui``."""
+    cli()

@@ -1,0 +1,1 @@
+"""The dashboard's screens: one per view, plus the confirmation, purge and help dialogs."""

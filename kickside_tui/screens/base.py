@@ -1,0 +1,201 @@
+"""What every view shares: the frame, loading off the event loop, and running actions.
+
+A view fetches its data in a thread worker (:meth:`ViewScreen.fetch`, through the adapter) and
+posts :class:`DataLoaded` or :class:`LoadFailed` back; only :meth:`ViewScreen.show` touches
+widgets. A load never overlaps the previous one, so a slow or unreachable database cannot pile
+up threads. Actions run in workers as well, after a confirmation when they destroy something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import work
+from textual.app import ComposeResult, SystemCommand
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from kickside_engine import DatabaseUnavailableError, KicksideError
+from kickside_tui.adapter import Adapter
+from kickside_tui.screens.confirm import ConfirmScreen
+from kickside_tui.widgets.chrome import Banner, ViewBar
+
+if TYPE_CHECKING:
+    from kickside_tui.app import KicksideApp
+
+
+@dataclass
+class DataLoaded(Message):
+    """A view's data arrived from the database."""
+
+    data: Any
+    now: datetime
+
+
+@dataclass
+class LoadFailed(Message):
+    """A view's data could not be read; ``message`` says why."""
+
+    message: str
+    unavailable: bool
+
+
+@dataclass
+class ActionFinished(Message):
+    """An action ran: ``ok`` False when the engine refused it (``message`` says why)."""
+
+    message: str
+    ok: bool
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line about an exception, for the banner or a notification."""
+    text = str(exc).strip().splitlines()
+    detail = text[0] if text else type(exc).__name__
+    return detail if isinstance(exc, KicksideError) else f"{type(exc).__name__}: {detail}"
+
+
+class ViewScreen(Screen[None]):
+    """A dashboard view: subclasses compose the body, fetch data and show it."""
+
+    VIEW: ClassVar[str] = ""
+    #: Actions that change something: disabled (and dimmed in the footer) when read-only.
+    WRITE_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, adapter: Adapter) -> None:
+        super().__init__()
+        self.adapter = adapter
+        self._loading = False
+        self._again = False
+        self.loaded = 0
+
+    @property
+    def kickside(self) -> KicksideApp:
+        from kickside_tui.app import KicksideApp
+
+        app = self.app
+        assert isinstance(app, KicksideApp)
+        return app
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield ViewBar(self.VIEW, read_only=self.adapter.read_only)
+        yield Banner(id="banner")
+        yield from self.compose_body()
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        """The view's own widgets."""
+        yield from ()
+
+    def fetch(self, now: datetime) -> Any:
+        """Read the view's data through the adapter (runs in a worker thread)."""
+        return None
+
+    def show(self, data: Any, now: datetime) -> None:
+        """Render freshly loaded data (runs on the event loop)."""
+
+    def palette_commands(self) -> Iterable[SystemCommand]:
+        """This view's entries in the command palette."""
+        yield from ()
+
+    # --- loading ---------------------------------------------------------------------------
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        """Load the view's data now, or right after the load in flight."""
+        if self._loading:
+            self._again = True
+            return
+        self._loading = True
+        self._load()
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self) -> None:
+        now = self.adapter.now()
+        try:
+            data = self.fetch(now)
+        except DatabaseUnavailableError as exc:
+            self.post_message(LoadFailed(describe_failure(exc), unavailable=True))
+        except Exception as exc:  # the dashboard must outlive any database trouble
+            problem = None
+            try:
+                problem = self.adapter.schema_problem()
+            except Exception:
+                problem = None
+            self.post_message(LoadFailed(problem or describe_failure(exc), unavailable=False))
+        else:
+            self.post_message(DataLoaded(data, now))
+
+    def on_data_loaded(self, message: DataLoaded) -> None:
+        message.stop()
+        self._finished_loading()
+        self.query_one(Banner).show_problem(None)
+        self.loaded += 1
+        self.show(message.data, message.now)
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        message.stop()
+        self._finished_loading()
+        every = self.kickside.refresh_seconds
+        if message.unavailable:
+            text = f"DATABASE UNAVAILABLE: {message.message} (retrying every {every:g}s)"
+        else:
+            text = f"CANNOT READ THE DATABASE: {message.message} (retrying every {every:g}s)"
+        self.query_one(Banner).show_problem(text)
+
+    def _finished_loading(self) -> None:
+        self._loading = False
+        if self._again:
+            self._again = False
+            self.reload()
+
+    # --- actions ---------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.adapter.read_only and action in self.WRITE_ACTIONS:
+            return None
+        return True
+
+    def act(
+        self, label: str, call: Callable[[datetime], str], *, confirm: str | None = None
+    ) -> None:
+        """Run ``call(now)`` in a worker, after asking ``confirm`` when given."""
+        if self.adapter.read_only:
+            self.notify(f"read-only dashboard: {label} is disabled", severity="warning")
+            return
+        if confirm is None:
+            self._act(label, call)
+            return
+
+        def decided(answer: bool | None) -> None:
+            if answer:
+                self._act(label, call)
+
+        self.app.push_screen(ConfirmScreen(confirm, verb=label.capitalize()), decided)
+
+    @work(thread=True, group="action")
+    def _act(self, label: str, call: Callable[[datetime], str]) -> None:
+        try:
+            message = call(self.adapter.now())
+        except KicksideError as exc:
+            self.post_message(ActionFinished(f"{label} refused: {exc}", ok=False))
+        except Exception as exc:  # reported, never fatal
+            self.post_message(ActionFinished(f"{label} failed: {describe_failure(exc)}", False))
+        else:
+            self.post_message(ActionFinished(message, ok=True))
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        message.stop()
+        self.notify(
+            message.message,
+            title="done" if message.ok else "not done",
+            severity="information" if message.ok else "error",
+        )
+        self.reload()

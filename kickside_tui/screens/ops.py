@@ -1,0 +1,148 @@
+"""Queues, nodes and cron: pause and resume queues, see every pool and the schedule."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from kickside_engine import JobState
+from kickside_engine.control import QueueInfo
+from kickside_tui.adapter import OpsData
+from kickside_tui.screens.base import ViewScreen
+from kickside_tui.widgets.format import clock, count, relative, short_id, span
+from kickside_tui.widgets.tables import Row, refill, selected_key
+
+
+class OpsScreen(ViewScreen):
+    """``p`` pauses and ``r`` resumes the queue under the cursor, on every node."""
+
+    VIEW = "ops"
+    WRITE_ACTIONS = frozenset({"pause", "resume"})
+    BINDINGS = [
+        Binding("p", "pause", "Pause queue"),
+        Binding("r", "resume", "Resume queue"),
+    ]
+
+    def __init__(self, adapter: Any) -> None:
+        super().__init__(adapter)
+        self.queues: dict[str, QueueInfo] = {}
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="ops"):
+            yield Static("Queues", classes="section")
+            queues: DataTable[Any] = DataTable(id="queues", cursor_type="row", zebra_stripes=True)
+            for column in ("queue", "state", "since", "by", "concurrency", "nodes",
+                           "available", "executing"):
+                queues.add_column(column, key=column)
+            yield queues
+            yield Static("Nodes", classes="section")
+            nodes: DataTable[Any] = DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+            for column in ("node", "host", "pid", "code", "busy", "idle", "heartbeat",
+                           "queues", "up"):
+                nodes.add_column(column, key=column)
+            yield nodes
+            yield Static("Cron", classes="section")
+            cron: DataTable[Any] = DataTable(id="cron", cursor_type="row", zebra_stripes=True)
+            for column in ("entry", "expression", "last run", "next run", "last job", "problem"):
+                cron.add_column(column, key=column)
+            yield cron
+            yield Static(id="cron-note", classes="status")
+
+    def on_mount(self) -> None:
+        self.query_one("#queues", DataTable).focus()
+
+    def fetch(self, now: datetime) -> OpsData:
+        return self.adapter.ops(now)
+
+    def show(self, data: Any, now: datetime) -> None:
+        assert isinstance(data, OpsData)
+        self.queues = {q.name: q for q in data.queues}
+        queue_rows: list[Row] = []
+        for q in data.queues:
+            state = Text("paused", style="bold yellow") if q.paused else Text("running",
+                                                                              style="green")
+            if q.no_node:
+                state = Text("no node", style="bold red") if not q.paused else state
+            queue_rows.append((
+                q.name,
+                [
+                    Text(q.name, style="bold"),
+                    state,
+                    relative(q.paused_at, now) if q.paused_at else "-",
+                    q.paused_by or "-",
+                    Text(str(q.concurrency), justify="right"),
+                    ", ".join(n.node for n in q.nodes) or "-",
+                    Text(count(q.counts[JobState.AVAILABLE]), justify="right"),
+                    Text(count(q.counts[JobState.EXECUTING]), justify="right"),
+                ],
+            ))
+        refill(self.query_one("#queues", DataTable), queue_rows)
+        node_rows: list[Row] = []
+        for n in data.nodes:
+            beat = Text(f"{span(n.heartbeat_age)} ago")
+            if n.stale:
+                beat = Text(f"stale {span(n.heartbeat_age)}", style="bold red")
+            node_rows.append((
+                n.name,
+                [
+                    Text(n.name, style="bold"),
+                    n.host,
+                    str(n.pid),
+                    n.code_version or "-",
+                    Text(str(n.executors_busy), justify="right"),
+                    Text(str(max(n.executors_total - n.executors_busy, 0)), justify="right"),
+                    beat,
+                    ", ".join(f"{k}:{v}" for k, v in sorted(n.queues.items())),
+                    span(now - n.started_at),
+                ],
+            ))
+        refill(self.query_one("#nodes", DataTable), node_rows)
+        cron_rows: list[Row] = []
+        for entry in data.cron:
+            cron_rows.append((
+                entry.key,
+                [
+                    Text(entry.key, style="bold"),
+                    entry.expression,
+                    f"{clock(entry.last_run)} ({relative(entry.last_run, now)})"
+                    if entry.last_run else "never",
+                    f"{clock(entry.next_run)} ({relative(entry.next_run, now)})"
+                    if entry.next_run else "-",
+                    short_id(entry.last_job_id) if entry.last_job_id else "-",
+                    Text(entry.error or "", style="bold red"),
+                ],
+            ))
+        refill(self.query_one("#cron", DataTable), cron_rows)
+        note = "" if data.schedule_loaded else (
+            "no cron schedule loaded: start kickside-tui with --schedule module:ATTRIBUTE"
+        )
+        self.query_one("#cron-note", Static).update(Text(note, style="dim"))
+
+    def _selected(self) -> QueueInfo | None:
+        key = selected_key(self.query_one("#queues", DataTable))
+        queue = self.queues.get(key) if key else None
+        if queue is None:
+            self.notify("select a queue first", severity="warning")
+        return queue
+
+    def action_pause(self) -> None:
+        if (queue := self._selected()) is not None:
+            self.act(
+                "pause",
+                lambda now: f"queue {self.adapter.pause_queue(queue.name, now).name} paused",
+                confirm=f"Pause queue {queue.name} on every node?\nRunning jobs finish; "
+                "nothing new is claimed until it is resumed.",
+            )
+
+    def action_resume(self) -> None:
+        if (queue := self._selected()) is not None:
+            self.act(
+                "resume",
+                lambda now: f"queue {self.adapter.resume_queue(queue.name, now).name} resumed",
+            )

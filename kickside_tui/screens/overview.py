@@ -1,0 +1,125 @@
+"""Overview: every queue's counts by state, throughput, nodes, and what needs attention."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Sparkline, Static
+
+from kickside_engine import JobState
+from kickside_tui.adapter import OverviewData
+from kickside_tui.screens.base import ViewScreen
+from kickside_tui.widgets.format import STATE_STYLES, clock, count
+from kickside_tui.widgets.tables import refill
+
+#: The states the queue table shows, in the order a job usually moves through them.
+COLUMNS = (
+    JobState.AVAILABLE,
+    JobState.SCHEDULED,
+    JobState.EXECUTING,
+    JobState.RETRYABLE,
+    JobState.COMPLETED,
+    JobState.DISCARDED,
+    JobState.CANCELLED,
+    JobState.PARKED,
+    JobState.DISABLED,
+)
+
+
+def _cell(value: int, state: JobState) -> Text:
+    return Text(count(value), style=STATE_STYLES[state] if value else "dim", justify="right")
+
+
+class OverviewScreen(ViewScreen):
+    """Per queue: counts, paused, concurrency; sparklines; nodes; stuck work."""
+
+    VIEW = "overview"
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="overview"):
+            yield Static(id="summary", classes="summary")
+            with Horizontal(classes="sparks"):
+                yield Static("completed/min", classes="spark-label")
+                yield Sparkline([], id="completed", classes="spark-ok")
+                yield Static("failed/min", classes="spark-label")
+                yield Sparkline([], id="failed", classes="spark-bad")
+            table: DataTable[Any] = DataTable(id="queues", cursor_type="row", zebra_stripes=True)
+            table.add_column("queue", key="queue")
+            table.add_column("paused", key="paused")
+            table.add_column("conc", key="conc")
+            for state in COLUMNS:
+                table.add_column(state.value, key=state.value)
+            yield table
+            yield Static(id="attention", classes="attention")
+
+    def fetch(self, now: datetime) -> OverviewData:
+        return self.adapter.overview(now)
+
+    def show(self, data: Any, now: datetime) -> None:
+        assert isinstance(data, OverviewData)
+        s = data.summary
+        summary = Text(no_wrap=False)
+        summary.append(f"at {clock(now)}Z  ", style="dim")
+        summary.append(f"nodes {s.nodes_alive} alive", style="bold")
+        if s.nodes_stale:
+            summary.append(f", {s.nodes_stale} stale", style="bold dark_orange")
+        summary.append("  last minute: ")
+        summary.append(f"{s.completed_last_minute} completed", style="green")
+        summary.append(", ")
+        failed_style = "red" if s.failed_last_minute else ""
+        summary.append(f"{s.failed_last_minute} failed", style=failed_style)
+        summary.append("  jobs: ")
+        summary.append(" ".join(
+            f"{count(s.totals[state])} {state.value}"
+            for state in (JobState.AVAILABLE, JobState.EXECUTING, JobState.RETRYABLE)
+        ))
+        self.query_one("#summary", Static).update(summary)
+        self.query_one("#completed", Sparkline).data = data.completed_per_minute
+        self.query_one("#failed", Sparkline).data = data.failed_per_minute
+        rows = []
+        for q in data.queues:
+            name = Text(q.name, style="bold")
+            if q.no_node:
+                name.append(" (no node)", style="red")
+            rows.append((
+                q.name,
+                [
+                    name,
+                    Text("paused", style="bold yellow") if q.paused else Text("no", style="dim"),
+                    Text(str(q.concurrency) if q.has_node else "-", justify="right"),
+                    *(_cell(q.counts[state], state) for state in COLUMNS),
+                ],
+            ))
+        refill(self.query_one("#queues", DataTable), rows)
+        self.query_one("#attention", Static).update(self._attention(data))
+
+    @staticmethod
+    def _attention(data: OverviewData) -> Text:
+        s = data.summary
+        items: list[tuple[str, str]] = []
+        if s.expired_leases:
+            items.append((f"{s.expired_leases} expired lease(s) not yet rescued", "bold red"))
+        if data.waiting_on_admission:
+            items.append((f"{data.waiting_on_admission} job(s) waiting on capacity admission",
+                          "dark_orange"))
+        if s.queues_without_node:
+            items.append(("no node runs queue(s): " + ", ".join(s.queues_without_node),
+                          "bold red"))
+        if s.paused_queues:
+            items.append(("paused: " + ", ".join(s.paused_queues), "yellow"))
+        for g in data.near_limit:
+            limit = "?" if g.global_limit is None else str(g.global_limit)
+            why = f" ({g.problem})" if g.problem else ""
+            items.append((f"capacity group {g.group} near its limit: {g.executing}/{limit}"
+                          f" executing, {g.waiting} waiting{why}", "dark_orange"))
+        text = Text("Attention: ", style="bold")
+        if not items:
+            text.append("nothing stuck", style="green")
+            return text
+        for i, (line, style) in enumerate(items):
+            text.append(("\n  • " if i or len(items) > 1 else "") + line, style=style)
+        return text

@@ -1,0 +1,116 @@
+"""The benchmark harness runs end to end (``--quick``) and writes a well-formed results JSON.
+
+A smoke test of the harness, on both backends: it never asserts on timings, only that the
+command succeeds and its output has the documented shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from ..conftest import Target
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS = ("bulk_enqueue", "single_enqueue")
+
+
+def _run_quick(target: Target, results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    if target.backend == "postgresql":
+        assert target.schema is not None
+        where = ["--database-url", target.url, "--schema", target.schema]
+    else:
+        where = ["--sqlite-path", target.url.removeprefix("sqlite:///")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--quick",
+            "--only",
+            ",".join(WORKLOADS),
+            "--backend",
+            target.backend,
+            "--results-dir",
+            str(results),
+            "--no-peers",
+            "--no-plot",
+            *where,
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def test_quick_run_writes_a_well_formed_results_document(target: Target, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = _run_quick(target, results)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    (json_file,) = results.glob("*.json")
+    (md_file,) = results.glob("*.md")
+    assert md_file.stem == json_file.stem
+    assert not list(results.glob("*.tmp"))
+    doc = json.loads(json_file.read_text())
+    assert doc["format"] == "kickside-bench/1"
+    assert doc["quick"] is True and 0 < doc["scale"] < 1
+    assert doc["backends"] == [target.backend]
+    assert doc["machine"]["cpu_count"] >= 1 and len(doc["machine"]["load_average"]) == 3
+    assert isinstance(doc["warnings"], list)
+    assert doc["versions"]["kickside"] and doc["versions"]["sqlite"]
+    assert doc["command"].startswith("python -m bench.run --quick")
+    if target.backend == "postgresql":  # pgbench is optional: a figure, or why there is none
+        pgbench = doc["baselines"]["pgbench_insert"]
+        assert _number(pgbench["tps"]) or pgbench["reason"]
+
+    entries = {(e["system"], e["backend"], e["workload"]): e for e in doc["results"]}
+    assert set(entries) == {("kickside", target.backend, w) for w in WORKLOADS}
+    for entry in entries.values():
+        assert entry["error"] is None
+        assert entry["params"]["jobs"] > 0
+        assert _number(entry["metrics"]["jobs_per_s"])
+        assert entry["runs"] and all(_number(run["seconds"]) for run in entry["runs"])
+    row = f"| kickside {doc['versions']['kickside']} | {target.backend} |"
+    assert row in md_file.read_text() and row in proc.stdout
+    if target.backend == "postgresql":  # the run's schema is thrown away
+        engine = sa.create_engine(target.url)
+        try:
+            with engine.connect() as conn:
+                found = conn.execute(
+                    sa.text("SELECT count(*) FROM pg_namespace WHERE nspname = :s"),
+                    {"s": target.schema},
+                ).scalar_one()
+        finally:
+            engine.dispose()
+        assert found == 0
+
+
+def test_an_unknown_workload_is_a_usage_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--only", "no_such_workload"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "unknown workload no_such_workload" in proc.stderr

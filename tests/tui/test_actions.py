@@ -1,0 +1,264 @@
+"""Actions driven by keys, checked in the database afterwards, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from textual.widgets import DataTable, Input, Static
+
+from kickside_engine import Database, JobBuilder, JobState, claim, get_job, record
+from kickside_engine.control import Actor, JobFilter, count_jobs, list_audit, list_queues
+from kickside_engine.lifecycle import ExecutionResult, ResultKind
+from kickside_engine.slots import RUNS_PER_CALL, enqueue_slot, wake_job
+from kickside_tui.app import KicksideApp
+from kickside_tui.screens.confirm import ConfirmScreen
+from kickside_tui.screens.purge import PurgeScreen
+
+from .fixtures import (
+    NOW,
+    SCHEDULE,
+    build_demo_data,
+    make_app,
+    pinned_clock,
+    plain,
+    settle,
+    wait_until,
+)
+
+ME = Actor.current().user
+
+
+def _app(db: Database) -> KicksideApp:
+    # The real actor (Actor.current()), pinned clock.
+    return make_app(db, clock=pinned_clock, schedule=SCHEDULE)
+
+
+def _select(app: KicksideApp, table_id: str, key: str) -> None:
+    table: DataTable[Any] = app.screen.query_one(table_id, DataTable)
+    table.move_cursor(row=table.get_row_index(key))
+
+
+def _audited(db: Database, action: str, target: str) -> bool:
+    return any(
+        e.action == action and e.actor == ME
+        for e in list_audit(db, target=target).entries
+    )
+
+
+def _state(db: Database, job_id: uuid.UUID) -> JobState | None:
+    job = get_job(db, job_id)
+    return job.state if job is not None else None
+
+
+async def _filter(app: KicksideApp, pilot: Any, **values: str) -> None:
+    for field in ("state", "queue", "worker", "tag", "search"):
+        app.screen.query_one(f"#f-{field}", Input).value = values.get(field, "")
+    app.screen.query_one("#f-state", Input).focus()
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+def test_job_actions_from_the_jobs_view(db: Database) -> None:
+    ids = build_demo_data(db)
+    first, second, third = ids.available
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            await settle(pilot)
+            # Cancel asks first; "n" leaves the job alone.
+            _select(app, "#jobs", str(first))
+            await pilot.press("c")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            assert str(first) in plain(app.screen.query_one("#question", Static).content)
+            await pilot.press("n")
+            await settle(pilot)
+            assert _state(db, first) is JobState.AVAILABLE
+            await pilot.press("c")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            await pilot.press("y")
+            await settle(pilot)
+            assert _state(db, first) is JobState.CANCELLED
+            assert _audited(db, "cancel", str(first))
+            # Discard, confirmed with the button.
+            _select(app, "#jobs", str(second))
+            await pilot.press("d")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            await pilot.click("#yes")
+            await settle(pilot)
+            assert _state(db, second) is JobState.DISCARDED
+            assert _audited(db, "discard", str(second))
+            # Retry / run now needs no confirmation.
+            _select(app, "#jobs", str(ids.retryable))
+            await pilot.press("r")
+            await settle(pilot)
+            assert _state(db, ids.retryable) is JobState.AVAILABLE
+            assert _audited(db, "retry", str(ids.retryable))
+            # Wake a parked slot from the Jobs view.
+            assert ids.parked_slot is not None
+            _select(app, "#jobs", str(ids.parked_slot))
+            await pilot.press("w")
+            await settle(pilot)
+            woken = get_job(db, ids.parked_slot)
+            assert woken is not None and woken.state is JobState.AVAILABLE
+            assert woken.control_pending
+            assert _audited(db, "wake", str(ids.parked_slot))
+            # Bulk cancel over the filter: the dry-run count first, then the change.
+            await _filter(app, pilot, state="available", queue="mailers")
+            assert app.screen.query_one("#jobs", DataTable).row_count == 1
+            await pilot.press("C")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
+            question = plain(app.screen.query_one("#question", Static).content)
+            assert "Bulk cancel 1 job(s) matching states=available queues=mailers" in question
+            await pilot.press("y")
+            await settle(pilot)
+            assert _state(db, third) is JobState.CANCELLED
+            assert any(e.action == "bulk_cancel" and e.actor == ME
+                       for e in list_audit(db, action="bulk_cancel").entries)
+            # Nothing left to cancel under this filter: no dialog at all.
+            await pilot.press("C")
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmScreen)
+            # A refused action is reported, not fatal: a final job cannot be cancelled.
+            await _filter(app, pilot, state="cancelled", queue="mailers")
+            await pilot.press("c", "y")
+            await settle(pilot)
+            assert app.is_running
+
+    asyncio.run(scenario())
+
+
+def test_slot_actions_from_the_slots_view(db: Database) -> None:
+    ids = build_demo_data(db)
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("3")
+            await settle(pilot)
+            # Park the due slot (asks first).
+            assert ids.due_slot is not None
+            _select(app, "#slots", str(ids.due_slot))
+            await pilot.press("k", "y")
+            await settle(pilot)
+            assert _state(db, ids.due_slot) is JobState.PARKED
+            assert _audited(db, "park", str(ids.due_slot))
+            # Wake it again: due now.
+            await pilot.press("w")
+            await settle(pilot)
+            assert _state(db, ids.due_slot) is JobState.AVAILABLE
+            # Resume the disabled slot.
+            assert ids.disabled_slot is not None
+            _select(app, "#slots", str(ids.disabled_slot))
+            await pilot.press("e")
+            await settle(pilot)
+            assert _state(db, ids.disabled_slot) is JobState.PARKED
+            assert _audited(db, "enable", str(ids.disabled_slot))
+            # Purge the parked slot: its run history and the row go.
+            assert ids.parked_slot is not None
+            _select(app, "#slots", str(ids.parked_slot))
+            await pilot.press("x")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            await pilot.press("y")
+            await wait_until(pilot, lambda: isinstance(app.screen, PurgeScreen), "purge dialog")
+            purge = app.screen
+            assert isinstance(purge, PurgeScreen)
+            await wait_until(pilot, lambda: purge.finished, "the purge")
+            assert purge.removed
+            await pilot.press("escape")
+            await settle(pilot)
+            assert get_job(db, ids.parked_slot) is None
+            assert any(  # audited under the slot's identity, one row per purge call
+                e.action == "purge_slot" and e.actor == ME and e.target_type == "slot"
+                and e.details.get("removed") == 1
+                for e in list_audit(db, action="purge_slot").entries
+            )
+            # A running slot is kept: the purge waits for its lease.
+            assert ids.running_slot is not None
+            running = str(ids.running_slot)
+            _select(app, "#slots", running)
+            await pilot.press("x", "y")
+            await wait_until(pilot, lambda: isinstance(app.screen, PurgeScreen), "purge dialog")
+            waiting = app.screen
+            assert isinstance(waiting, PurgeScreen)
+            await wait_until(pilot, lambda: "lease release" in waiting.state, "the wait")
+            await pilot.press("escape")
+            await settle(pilot)
+            assert _state(db, uuid.UUID(running)) is JobState.EXECUTING
+
+    asyncio.run(scenario())
+
+
+def test_queue_and_lease_actions(db: Database) -> None:
+    ids = build_demo_data(db)
+    app = _app(db)
+
+    def paused() -> dict[str, bool]:
+        return {q.name: q.paused for q in list_queues(db, NOW)}
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("7")
+            await settle(pilot)
+            _select(app, "#queues", "exports")
+            await pilot.press("r")
+            await settle(pilot)
+            _select(app, "#queues", "mailers")
+            await pilot.press("p")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            await pilot.press("y")
+            await settle(pilot)
+            assert paused() == {"default": False, "exports": False, "mailers": True,
+                                "reports": False}
+            assert _audited(db, "resume", "exports") and _audited(db, "pause", "mailers")
+            # Cancel an executing job from the Leases view.
+            await pilot.press("4")
+            await settle(pilot)
+            healthy = ids.executing[0]
+            _select(app, "#leases", str(healthy))
+            await pilot.press("c", "y")
+            await settle(pilot)
+            assert _state(db, healthy) is JobState.CANCELLED
+            assert str(healthy) not in [
+                str(k.value) for k in app.screen.query_one("#leases", DataTable).rows
+            ]
+            assert count_jobs(db, JobFilter(states=(JobState.EXECUTING,))) == 3
+
+    asyncio.run(scenario())
+
+
+def test_purge_shows_the_continuation_page_by_page(db: Database) -> None:
+    runs = RUNS_PER_CALL + 5
+    slot = JobBuilder("sync_tenant", {}).slot("tenants", "hooli", "sync", demand=True)
+    job_id = enqueue_slot(db, slot, now=NOW).id
+    for i in range(runs):
+        at = NOW + timedelta(seconds=i)
+        (claimed,) = claim(db, queue="default", node="n", now=at)
+        record(db, [(claimed, ExecutionResult(ResultKind.DONE, at, 5, park=True))])
+        if i + 1 < runs:
+            wake_job(db, job_id, now=at)
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("3")
+            await settle(pilot)
+            _select(app, "#slots", str(job_id))
+            await pilot.press("x", "y")
+            await wait_until(pilot, lambda: isinstance(app.screen, PurgeScreen), "purge dialog")
+            purge = app.screen
+            assert isinstance(purge, PurgeScreen)
+            await wait_until(pilot, lambda: purge.finished, "the purge")
+            assert purge.removed and purge.calls == 2
+            # The first page is reported as it goes; the last call deletes the rest with the row.
+            assert purge.deleted == RUNS_PER_CALL
+            assert "removed" in plain(purge.query_one("#progress", Static).content)
+            await pilot.press("escape")
+            await settle(pilot)
+            assert get_job(db, job_id) is None
+
+    asyncio.run(scenario())
