@@ -11,7 +11,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Integer, cast, func, select
 
@@ -104,18 +104,23 @@ def throughput(
     window: timedelta = timedelta(minutes=15),
     bucket: timedelta = timedelta(minutes=1),
     queue: str | None = None,
+    by: Literal["queue", "worker"] = "queue",
 ) -> dict[str, list[MetricBucket]]:
-    """Completed and failed runs per bucket over ``window``, per queue (every bucket present)."""
+    """Completed and failed runs per bucket over ``window``, per queue or per worker.
+
+    Every bucket of the window is present, empty ones with zeros.
+    """
     now = ensure_aware(now, "now")
     seconds = max(1, int(bucket.total_seconds()))
     run = db.tables.job_run
+    key = run.c.worker if by == "worker" else run.c.queue
     index = _bucket_index(db, run.c.finished_at, seconds)
     failed = func.sum(func.cast(run.c.outcome.in_(FAILED), Integer))
     completed = func.sum(func.cast(run.c.outcome == RunOutcome.COMPLETED.value, Integer))
     stmt = (
-        select(run.c.queue, index.label("b"), completed, failed)
+        select(key, index.label("b"), completed, failed)
         .where(run.c.finished_at >= now - window, run.c.finished_at <= now)
-        .group_by(run.c.queue, index)
+        .group_by(key, index)
     )
     if queue is not None:
         stmt = stmt.where(run.c.queue == queue)

@@ -20,7 +20,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, pause_queue
 from kickside_engine.explain import explain
 from kickside_engine.health import doctor
-from kickside_engine.metrics import overview, percentiles, queue_metrics
+from kickside_engine.metrics import overview, percentiles, queue_metrics, throughput
 from kickside_engine.settings import set_setting
 from kickside_engine.store.nodes import NodeBeat, heartbeat
 from kickside_engine.testing import drain_jobs
@@ -120,6 +120,9 @@ def test_metrics_from_history(db: Database) -> None:
     assert sum(b.completed for b in m.buckets) == 4 and sum(b.failed for b in m.buckets) == 1
     assert m.run_time.samples == 5 and m.queue_time.p50 is not None
     assert m.backlog == 1 and m.backlog_age_seconds is not None
+    per_worker = throughput(db, now, window=timedelta(minutes=5), by="worker")
+    assert sum(b.completed for b in per_worker["ok"]) == 4
+    assert sum(b.failed for b in per_worker["fail"]) == 1
     ov = overview(db, now)
     assert ov.completed_last_minute == 4 and ov.failed_last_minute == 1
     assert ov.queues_without_node == ["metrics"]

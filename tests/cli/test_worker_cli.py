@@ -1,0 +1,78 @@
+"""`kickside reload` and `kickside demo` against real pools."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
+from kickside_engine.clock import utcnow
+from kickside_engine.control import list_queues
+from kickside_tui.cli.main import app
+
+from ..conftest import Target
+from ..support.processes import ROOT, start_worker, stop, wait_for
+
+pytestmark = pytest.mark.slow
+runner = CliRunner()
+
+
+def _nodes(db: Database) -> list[str]:
+    with db.read() as conn:
+        return list(conn.execute(sa.select(db.tables.node.c.name)).scalars())
+
+
+def test_reload_signals_the_local_pool_which_carries_on(
+    db: Database, target: Target, tmp_path: Path
+) -> None:
+    proc = start_worker(target.cli_args(), log=tmp_path / "pool.out")
+    try:
+        wait_for(lambda: _nodes(db), 60, "the pool to register")
+        result = runner.invoke(app, [*target.cli_args(), "reload"])
+        assert result.exit_code == 0, result.output
+        assert "asked 1 pool(s) to reload" in result.stdout
+        after = enqueue(db, JobBuilder("noop", {}))
+        wait_for(lambda: get_job(db, after.id).state is JobState.COMPLETED, 60, "a job")  # type: ignore[union-attr]
+        assert proc.poll() is None
+    finally:
+        stop(proc)
+    assert "upgrading executors in place" in (tmp_path / "pool.out").read_text()
+
+
+def test_demo_runs_a_live_workload_then_stops(db: Database, target: Target) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kickside_tui.cli",
+            *target.cli_args(),
+            "demo",
+            "--seconds",
+            "15",
+            "--seed",
+            "7",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "stopping the demo workload" in proc.stderr
+    job = db.tables.job
+    with db.read() as conn:
+        states = dict(
+            conn.execute(sa.select(job.c.state, sa.func.count()).group_by(job.c.state)).all()
+        )
+        kinds = set(conn.execute(sa.select(job.c.kind).distinct()).scalars())
+        runs = conn.execute(sa.select(sa.func.count()).select_from(db.tables.job_run)).scalar()
+    assert states.get("completed", 0) > 0 and runs
+    assert kinds == {"oneshot", "slot"}
+    billing = [q for q in list_queues(db, utcnow()) if q.name == "billing"]
+    assert billing and billing[0].paused
+    assert _nodes(db) == []  # the demo's pool deregistered
