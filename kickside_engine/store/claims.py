@@ -17,17 +17,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Connection,
+    Integer,
     String,
     and_,
+    bindparam,
     cast,
     func,
     insert,
-    literal,
     select,
     update,
 )
@@ -35,14 +37,15 @@ from sqlalchemy import (
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.tables import Tables
 from kickside_engine.store.types import UTCDateTime
 
 DEFAULT_LEASE = timedelta(seconds=30)
 
 
-def fresh_token_sql(db: Database) -> Any:
+def fresh_token_sql(dialect: str) -> Any:
     """A SQL expression yielding a new random UUID for each row (the lease's fencing token)."""
-    if db.is_postgresql:
+    if dialect == "postgresql":
         return func.gen_random_uuid()
     return func.lower(func.hex(func.randomblob(16)))
 
@@ -66,48 +69,20 @@ def claim_jobs(
     """
     if limit <= 0:
         return []
-    job = db.tables.job
-    candidates = (
-        select(job.c.id)
-        .where(
-            job.c.state == JobState.AVAILABLE.value,
-            job.c.queue == queue,
-            job.c.scheduled_at <= now,
-        )
-        .order_by(job.c.priority, job.c.scheduled_at, job.c.id)
-        .limit(limit)
-    )
-    if keyless_only:
-        candidates = candidates.where(job.c.concurrency_key.is_(None))
-    if job_ids is not None:
-        candidates = candidates.where(job.c.id.in_(list(job_ids)))
-    if db.is_postgresql:
-        candidates = candidates.with_for_update(skip_locked=True)
-    # Materialised, so PostgreSQL runs the locking subquery once: as a plain IN (subquery) it
-    # may be re-run per outer row, and claim more than ``limit`` jobs.
-    chosen = candidates.cte("candidates").prefix_with("MATERIALIZED", dialect="postgresql")
     expires = now + lease
-    stmt = update(job).where(job.c.id.in_(select(chosen.c.id)))
-    if not db.is_postgresql:
-        # PostgreSQL holds the candidates' row locks; repeating the state test there only
-        # tempts the planner into scanning every available job instead of the primary key.
-        stmt = stmt.where(job.c.state == JobState.AVAILABLE.value)
-    stmt = stmt.values(
-        state=JobState.EXECUTING.value,
-        attempt=job.c.attempt + 1,
-        attempted_at=now,
-        lease_owner=node,
-        lease_token=fresh_token_sql(db),
-        lease_expires_at=expires,
-        # A claim consumes the slot demand present now; demand arriving later re-arms it.
-        demand_pending=False,
-        control_pending=False,
-        updated_at=now,
-    ).returning(*job.c)
-    if db.is_postgresql:
-        rows = conn.execute(_with_runs(db, stmt, node, now, code_version)).all()
+    params = {
+        "p_queue": queue,
+        "p_now": now,
+        "p_limit": limit,
+        "p_node": node,
+        "p_expires": expires,
+        "p_code_version": code_version,
+    }
+    if job_ids is None:
+        stmt = _claim_statement(db.tables, db.dialect, keyless_only)
     else:
-        rows = conn.execute(stmt).all()
+        stmt = _build_claim(db.tables, db.dialect, keyless_only, list(job_ids))
+    rows = conn.execute(stmt, params).all()
     if not rows:
         return []
     claimed = [
@@ -115,47 +90,95 @@ def claim_jobs(
         for j in (job_from_row(r) for r in rows)
     ]
     claimed.sort(key=lambda c: (c.job.priority, c.job.scheduled_at, c.job.id))
-    if not db.is_postgresql:
+    if db.dialect != "postgresql":
         start_runs(db, conn, claimed, now=now, code_version=code_version)
     return claimed
 
 
-def _with_runs(db: Database, claim: Any, node: str, now: datetime, code_version: str | None) -> Any:
+@lru_cache(maxsize=64)
+def _claim_statement(tables: Tables, dialect: str, keyless_only: bool) -> Any:
+    """The claim statement, built once per schema: building it costs more than running it."""
+    return _build_claim(tables, dialect, keyless_only, None)
+
+
+def _build_claim(
+    tables: Tables, dialect: str, keyless_only: bool, job_ids: list[uuid.UUID] | None
+) -> Any:
+    job = tables.job
+    now = bindparam("p_now", type_=UTCDateTime)
+    candidates = (
+        select(job.c.id)
+        .where(
+            job.c.state == JobState.AVAILABLE.value,
+            job.c.queue == bindparam("p_queue", type_=String),
+            job.c.scheduled_at <= now,
+        )
+        .order_by(job.c.priority, job.c.scheduled_at, job.c.id)
+        .limit(bindparam("p_limit", type_=Integer))
+    )
+    if keyless_only:
+        candidates = candidates.where(job.c.concurrency_key.is_(None))
+    if job_ids is not None:
+        candidates = candidates.where(job.c.id.in_(job_ids))
+    if dialect == "postgresql":
+        candidates = candidates.with_for_update(skip_locked=True)
+    # Materialised, so PostgreSQL runs the locking subquery once: as a plain IN (subquery) it
+    # may be re-run per outer row, and claim more than ``limit`` jobs.
+    chosen = candidates.cte("candidates").prefix_with("MATERIALIZED", dialect="postgresql")
+    stmt = update(job).where(job.c.id.in_(select(chosen.c.id)))
+    if dialect != "postgresql":
+        # PostgreSQL holds the candidates' row locks; repeating the state test there only
+        # tempts the planner into scanning every available job instead of the primary key.
+        stmt = stmt.where(job.c.state == JobState.AVAILABLE.value)
+    stmt = stmt.values(
+        state=JobState.EXECUTING.value,
+        attempt=job.c.attempt + 1,
+        attempted_at=now,
+        lease_owner=bindparam("p_node", type_=String),
+        lease_token=fresh_token_sql(dialect),
+        lease_expires_at=bindparam("p_expires", type_=UTCDateTime),
+        # A claim consumes the slot demand present now; demand arriving later re-arms it.
+        demand_pending=False,
+        control_pending=False,
+        updated_at=now,
+    ).returning(*job.c)
+    if dialect == "postgresql":
+        return _with_runs(tables, stmt)
+    return stmt
+
+
+def _with_runs(tables: Tables, claim: Any) -> Any:
     """One PostgreSQL statement that claims and opens the runs (a data-modifying CTE)."""
-    run = db.tables.job_run
+    run = tables.job_run
+    now = bindparam("p_now", type_=UTCDateTime)
     claimed = claim.cte("claimed")
     queue_ms = cast(
-        func.greatest(0, func.extract("epoch", literal(now) - claimed.c.scheduled_at) * 1000),
+        func.greatest(0, func.extract("epoch", now - claimed.c.scheduled_at) * 1000),
         BigInteger,
     )
-    runs = (
-        insert(run)
-        .from_select(
-            [
-                "job_id",
-                "attempt",
-                "queue",
-                "worker",
-                "node",
-                "lease_token",
-                "code_version",
-                "queue_ms",
-                "started_at",
-            ],
-            select(
-                claimed.c.id,
-                claimed.c.attempt,
-                claimed.c.queue,
-                claimed.c.worker,
-                literal(node, String),
-                claimed.c.lease_token,
-                literal(code_version, String),
-                queue_ms,
-                literal(now, UTCDateTime),
-            ),
-        )
-        .cte("runs")
+    columns = [
+        "job_id",
+        "attempt",
+        "queue",
+        "worker",
+        "node",
+        "lease_token",
+        "code_version",
+        "queue_ms",
+        "started_at",
+    ]
+    values = select(
+        claimed.c.id,
+        claimed.c.attempt,
+        claimed.c.queue,
+        claimed.c.worker,
+        bindparam("p_node", type_=String),
+        claimed.c.lease_token,
+        bindparam("p_code_version", type_=String),
+        queue_ms,
+        now,
     )
+    runs = insert(run).from_select(columns, values).cte("runs")
     return select(claimed).add_cte(runs)
 
 

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, update
@@ -117,8 +118,6 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     """
     if not settlements:
         return
-    job = db.tables.job
-    run = db.tables.job_run
     groups: dict[tuple[Any, ...], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for s in settlements:
         bound = {k: v for k, v in s.values.items() if not isinstance(v, ClauseElement)}
@@ -142,32 +141,14 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
                 **{f"v_{k}": v for k, v in bound.items()},
             }
         )
-    for (bound_keys, _), (exprs, params) in groups.items():
-        stmt = (
-            update(job)
-            .where(
-                and_(
-                    job.c.id == bindparam("_id", type_=job.c.id.type),
-                    job.c.state == JobState.EXECUTING.value,
-                    job.c.lease_owner == bindparam("_node", type_=job.c.lease_owner.type),
-                    job.c.lease_token == bindparam("_token", type_=job.c.lease_token.type),
-                )
-            )
-            .values(
-                **{k: bindparam(f"v_{k}", type_=job.c[k].type) for k in bound_keys},
-                **exprs,
-            )
-        )
+    for shape, (exprs, params) in groups.items():
+        stmt = _settle_statements.get((db.tables, shape))
+        if stmt is None:
+            stmt = _settle_statement(db, shape[0], exprs)
+            _settle_statements[(db.tables, shape)] = stmt
         conn.execute(stmt, params)
     conn.execute(
-        update(run)
-        .where(and_(run.c.lease_token == bindparam("token"), run.c.finished_at.is_(None)))
-        .values(
-            finished_at=bindparam("finished_at"),
-            duration_ms=bindparam("duration_ms"),
-            outcome=bindparam("outcome"),
-            error=bindparam("error"),
-        ),
+        _run_settle_statement(db.tables),
         [
             {
                 "token": s.lease_token,
@@ -178,4 +159,42 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
             }
             for s in settlements
         ],
+    )
+
+
+_settle_statements: dict[tuple[Any, ...], Any] = {}
+
+
+def _settle_statement(db: Database, bound_keys: tuple[str, ...], exprs: dict[str, Any]) -> Any:
+    """The fenced job update for one shape of settlement (built once, then reused)."""
+    job = db.tables.job
+    return (
+        update(job)
+        .where(
+            and_(
+                job.c.id == bindparam("_id", type_=job.c.id.type),
+                job.c.state == JobState.EXECUTING.value,
+                job.c.lease_owner == bindparam("_node", type_=job.c.lease_owner.type),
+                job.c.lease_token == bindparam("_token", type_=job.c.lease_token.type),
+            )
+        )
+        .values(
+            **{k: bindparam(f"v_{k}", type_=job.c[k].type) for k in bound_keys},
+            **exprs,
+        )
+    )
+
+
+@lru_cache(maxsize=16)
+def _run_settle_statement(tables: Any) -> Any:
+    run = tables.job_run
+    return (
+        update(run)
+        .where(and_(run.c.lease_token == bindparam("token"), run.c.finished_at.is_(None)))
+        .values(
+            finished_at=bindparam("finished_at"),
+            duration_ms=bindparam("duration_ms"),
+            outcome=bindparam("outcome"),
+            error=bindparam("error"),
+        )
     )
