@@ -45,3 +45,13 @@ def parse_uuid(value: str | uuid.UUID) -> uuid.UUID | None:
         return uuid.UUID(value.strip())
     except ValueError:
         return None
+
+
+def require_uuid(value: uuid.UUID | str, field: str = "job id") -> uuid.UUID:
+    """Parse a UUID; a malformed one is an :class:`InvalidArgumentError` naming ``field``."""
+    parsed = parse_uuid(value)
+    if parsed is None:
+        from kickside_engine.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"{field} {str(value)[:80]!r} is not a UUID")
+    return parsed

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from kickside_engine.errors import InvalidArgumentError, NotFoundError
-from kickside_engine.ids import parse_uuid
+from kickside_engine.ids import require_uuid
 from kickside_engine.models import Job, JobKind, JobState, Run
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row, run_from_row
@@ -287,10 +287,7 @@ def state_counts(db: Database) -> dict[str, dict[JobState, int]]:
 
 def parse_job_id(job_id: uuid.UUID | str) -> uuid.UUID:
     """A job id as a UUID; a malformed one is an :class:`InvalidArgumentError`."""
-    parsed = parse_uuid(job_id)
-    if parsed is None:
-        raise InvalidArgumentError(f"job id {str(job_id)[:80]!r} is not a UUID")
-    return parsed
+    return require_uuid(job_id, "job id")
 
 
 def read_runs(conn: Connection, db: Database, job_id: uuid.UUID) -> list[Run]:

@@ -38,7 +38,7 @@ from kickside_engine.errors import (
     KicksideError,
     NotFoundError,
 )
-from kickside_engine.ids import parse_uuid
+from kickside_engine.ids import require_uuid
 from kickside_engine.models import FINAL_STATES, JobKind, JobState
 from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.store.database import Database
@@ -88,10 +88,7 @@ class WakeMultiResult:
 
 def parse_job_id(job_id: uuid.UUID | str, field: str = "job_id") -> uuid.UUID:
     """A job id as a UUID; a malformed one is an :class:`InvalidArgumentError`."""
-    parsed = parse_uuid(job_id)
-    if parsed is None:
-        raise InvalidArgumentError(f"{field} must be a UUID, got {job_id!r}")
-    return parsed
+    return require_uuid(job_id, field)
 
 
 def lock_job(db: Database, conn: Connection, job_id: uuid.UUID) -> Row[Any] | None:
