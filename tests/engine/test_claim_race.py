@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -20,10 +21,14 @@ JOBS = 400
 def test_four_processes_claim_every_job_exactly_once(db: Database, target: Target) -> None:
     enqueue_many(db, [JobBuilder("race", {"n": i}).queue("race") for i in range(JOBS)])
     ctx = multiprocessing.get_context("spawn")
+    start_at = time.time() + 4  # time for every interpreter to start
     with ctx.Pool(PROCESSES) as pool:
         counts = pool.starmap(
             claim_until_empty,
-            [(target.url, target.schema, f"racer-{i}", 1 + i * 3) for i in range(PROCESSES)],
+            [
+                (target.url, target.schema, f"racer-{i}", 1 + i * 3, start_at)
+                for i in range(PROCESSES)
+            ],
         )
     assert sum(counts) == JOBS
     assert sum(1 for c in counts if c > 0) >= 2  # they really raced
