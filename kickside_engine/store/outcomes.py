@@ -12,6 +12,7 @@ run update matches nothing either.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, update
+from sqlalchemy import Connection, and_, bindparam, text, update
 from sqlalchemy.sql.elements import ClauseElement
 
 from kickside_engine.models import JobState, RunOutcome
@@ -116,7 +117,7 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     Unlike :func:`settle` it does not report which jobs matched: it relies on the run-row
     invariant above, so a settlement whose lease was lost changes neither the job nor the run.
     """
-    if not settlements:
+    if not settlements or settle_batch_unnest(db, conn, settlements):
         return
     groups: dict[tuple[Any, ...], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for s in settlements:
@@ -198,3 +199,96 @@ def _run_settle_statement(tables: Any) -> Any:
             error=bindparam("error"),
         )
     )
+
+
+# PostgreSQL array types for the columns a settlement may set (see settle_batch_unnest).
+_PG_ARRAY_TYPES = {
+    "state": "text",
+    "updated_at": "timestamptz",
+    "lease_token": "uuid",
+    "lease_expires_at": "timestamptz",
+    "finalized_at": "timestamptz",
+    "completed_at": "timestamptz",
+    "cancelled_at": "timestamptz",
+    "discarded_at": "timestamptz",
+    "scheduled_at": "timestamptz",
+    "unique_key": "text",
+    "namespace": "text",
+    "scope": "text",
+    "identity_key": "text",
+    "errors": "jsonb",
+    "meta": "jsonb",
+    "max_attempts": "int",
+    "attempt": "int",
+    "demand_pending": "bool",
+}
+_JSON_KEYS = frozenset({"errors", "meta"})
+
+
+@lru_cache(maxsize=64)
+def _unnest_statement(job_table: str, run_table: str, keys: tuple[str, ...]) -> Any:
+    """Settle a batch in one PostgreSQL statement: the fenced job update and the run update.
+
+    Arrays keep the statement text the same whatever the batch size, so it is compiled and
+    planned once. The run update does not depend on the job update: the run-row invariant
+    (see the module docstring) makes it match only runs whose job this batch settled.
+    """
+    sets = ", ".join(f'"{k}" = v."{k}"' for k in keys)
+    arrays = ", ".join(
+        ["CAST(:j_id AS uuid[])", "CAST(:j_node AS text[])", "CAST(:j_token AS uuid[])"]
+        + [f"CAST(:j_{k} AS {_PG_ARRAY_TYPES[k]}[])" for k in keys]
+    )
+    names = ", ".join(["_id", "_node", "_token", *(f'"{k}"' for k in keys)])
+    return text(
+        f"WITH settled AS (UPDATE {job_table} AS j SET {sets} "
+        f"FROM unnest({arrays}) AS v({names}) "
+        "WHERE j.id = v._id AND j.state = 'executing' AND j.lease_owner = v._node "
+        "AND j.lease_token = v._token RETURNING j.id) "
+        f"UPDATE {run_table} AS r SET finished_at = v.finished_at, "
+        "duration_ms = v.duration_ms, outcome = v.outcome, error = v.error "
+        "FROM unnest(CAST(:r_token AS uuid[]), CAST(:r_finished_at AS timestamptz[]), "
+        "CAST(:r_duration_ms AS bigint[]), CAST(:r_outcome AS text[]), "
+        "CAST(:r_error AS text[])) AS v(token, finished_at, duration_ms, outcome, error) "
+        "WHERE r.lease_token = v.token AND r.finished_at IS NULL"
+    )
+
+
+def settle_batch_unnest(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> bool:
+    """On PostgreSQL, settle a batch whose updates share one shape in a single statement.
+
+    Returns False (doing nothing) when the batch does not fit: mixed shapes, or values computed
+    in SQL (slot completions); :func:`settle_batch` then handles it.
+    """
+    if not db.is_postgresql or not settlements:
+        return False
+    keys = tuple(sorted(settlements[0].values))
+    for s in settlements:
+        if tuple(sorted(s.values)) != keys or any(
+            isinstance(v, ClauseElement) for v in s.values.values()
+        ):
+            return False
+    if any(k not in _PG_ARRAY_TYPES for k in keys):
+        return False
+    params: dict[str, Any] = {
+        "j_id": [s.job_id for s in settlements],
+        "j_node": [s.node for s in settlements],
+        "j_token": [s.lease_token for s in settlements],
+        "r_token": [s.lease_token for s in settlements],
+        "r_finished_at": [s.finished_at for s in settlements],
+        "r_duration_ms": [s.duration_ms for s in settlements],
+        "r_outcome": [s.run_outcome.value for s in settlements],
+        "r_error": [s.run_error for s in settlements],
+    }
+    for k in keys:
+        column = [s.values[k] for s in settlements]
+        if k in _JSON_KEYS:
+            column = [None if v is None else json.dumps(v) for v in column]
+        params[f"j_{k}"] = column
+    job, run = db.tables.job, db.tables.job_run
+    stmt = _unnest_statement(_quoted(job), _quoted(run), keys)
+    conn.execute(stmt, params)
+    return True
+
+
+def _quoted(table: Any) -> str:
+    return f'"{table.schema}"."{table.name}"' if table.schema else f'"{table.name}"'
