@@ -18,18 +18,20 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, String, bindparam, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.ids import uuid7
 from kickside_engine.models import Inserted, JobKind, JobState
-from kickside_engine.notify import local_signal, notify_in_transaction
+from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.redact import redact_value
 from kickside_engine.store.database import Database
+from kickside_engine.store.tables import Tables
 from kickside_engine.uniqueness import Unique
 from kickside_engine.workers import CapacityDeclaration, WorkerSpec, validate_name
 
@@ -348,8 +350,14 @@ def _insert_one(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted
                 {"identity_in_use": True, "job_id": str(holder.id), "state": holder.state},
             )
     if row["unique_key"] is None:
-        conn.execute(insert(table), row)
-        notify_in_transaction(conn, db, row["queue"])
+        if db.is_postgresql:
+            # One round trip: the NOTIFY rides on the INSERT (delivered at commit, as before).
+            params = {f"p_{k}": v for k, v in row.items()}
+            params["p_channel"] = channel_name(db)
+            conn.execute(_insert_and_notify(db.tables, tuple(row)), params)
+        else:
+            conn.execute(insert(table), row)
+            notify_in_transaction(conn, db, row["queue"])
         return Inserted(id=row["id"], duplicate=False, state=state)
     stmt = _insert_ignoring_unique_conflict(db).returning(table.c.id)
     for _ in range(5):
@@ -364,6 +372,19 @@ def _insert_one(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted
             return Inserted(id=existing.id, duplicate=True, state=JobState(existing.state))
         # The holder reached a final state and released its key between the two statements.
     raise InvalidArgumentError("unique insert kept conflicting with a job that vanished; retry")
+
+
+@lru_cache(maxsize=16)
+def _insert_and_notify(tables: Tables, keys: tuple[str, ...]) -> Any:
+    """``WITH inserted AS (INSERT … RETURNING queue) SELECT pg_notify(channel, queue)``."""
+    job = tables.job
+    inserted = (
+        insert(job)
+        .values({k: bindparam(f"p_{k}", type_=job.c[k].type) for k in keys})
+        .returning(job.c.queue)
+        .cte("inserted")
+    )
+    return select(func.pg_notify(bindparam("p_channel", type_=String), inserted.c.queue))
 
 
 def enqueue_many(

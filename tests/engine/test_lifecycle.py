@@ -272,3 +272,24 @@ def test_a_decorated_worker_builds_jobs_with_its_defaults(db: Database) -> None:
     assert (stored.queue, stored.max_attempts, stored.priority) == ("mailers", 10, 3)
     assert stored.max_execution_ms == 300_000
     assert drain_jobs(db, reg).completed == 1
+
+
+def test_an_insert_notifies_pools_everywhere_when_it_commits(db: Database) -> None:
+    if not db.is_postgresql:
+        pytest.skip("cross-process wake-ups are PostgreSQL's LISTEN/NOTIFY")
+    import queue as stdlib_queue
+
+    from kickside_engine.runtime.listener import Listener
+
+    heard: stdlib_queue.Queue[str] = stdlib_queue.Queue()
+    listener = Listener(db, heard.put)
+    listener.start()
+    try:
+        assert listener.connected.wait(10)
+        with pytest.raises(RuntimeError), db.begin() as conn:
+            enqueue(db, job("ok").queue("rolled_back"), conn=conn)
+            raise RuntimeError("rollback")
+        enqueue(db, job("ok").queue("committed"))
+        assert heard.get(timeout=10) == "committed"  # the rolled-back insert said nothing
+    finally:
+        listener.stop()
