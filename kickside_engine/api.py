@@ -129,8 +129,7 @@ def record(
     """
     settlements = []
     for claimed, result in results:
-        spec = registry.get(claimed.job.worker) if registry is not None else None
-        backoff = spec.backoff_for(claimed.job.is_slot) if spec is not None else DEFAULT_BACKOFF
+        backoff = _registered_backoff(registry, claimed)
         settlements.append(settlement_for(claimed, result, backoff=backoff))
     if conn is not None:
         return settle(db, conn, settlements)
@@ -177,13 +176,18 @@ def fail(
         ResultKind.ERROR, utcnow(), _elapsed(claimed), error=str(error), retry_after_ms=floor
     )
     if backoff is None:
-        spec = registry.get(claimed.job.worker) if registry is not None else None
-        backoff = spec.backoff_for(claimed.job.is_slot) if spec is not None else DEFAULT_BACKOFF
+        backoff = _registered_backoff(registry, claimed)
     settlement = settlement_for(claimed, result, backoff=backoff)
     if conn is not None:
         return claimed.job.id in settle(db, conn, [settlement])
     with db.begin() as own:
         return claimed.job.id in settle(db, own, [settlement])
+
+
+def _registered_backoff(registry: WorkerRegistry | None, claimed: ClaimedJob) -> Backoff:
+    """The worker's retry policy for this job, or the default for an unregistered worker."""
+    spec = registry.get(claimed.job.worker) if registry is not None else None
+    return spec.backoff_for(claimed.job.is_slot) if spec is not None else DEFAULT_BACKOFF
 
 
 def _elapsed(claimed: ClaimedJob) -> int:

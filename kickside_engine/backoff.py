@@ -49,6 +49,11 @@ class Backoff:
 DEFAULT_BACKOFF = Backoff()
 
 
+def retry_policy(backoff: Backoff, slot_backoff: Backoff | None, is_slot: bool) -> Backoff:
+    """The retry policy: ``slot_backoff`` for slot jobs when set, else ``backoff``."""
+    return (slot_backoff or backoff) if is_slot else backoff
+
+
 def validate_retry_after_ms(value: object) -> float | None:
     """Validate an explicit ``retry_after_ms`` argument: None or a finite number >= 0."""
     if value is None:

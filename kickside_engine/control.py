@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.audit import Actor, AuditEntry, AuditPage, list_audit, record_audit
 from kickside_engine.bulk import BulkPreview, BulkResult, bulk_apply, bulk_preview
@@ -241,9 +240,8 @@ def _set_paused(db: Database, name: str, actor: Actor, now: datetime, paused: bo
         ).one_or_none()
         changed = bool(row.paused) != paused if row is not None else paused
         if row is None:
-            dialect_insert = postgresql.insert if db.is_postgresql else sqlite.insert
             conn.execute(
-                dialect_insert(queue)
+                db.upsert_insert(queue)
                 .values(name=name, **values)
                 .on_conflict_do_update(index_elements=["name"], set_=values)
             )

@@ -22,7 +22,6 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, String, bindparam, func, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
@@ -297,9 +296,7 @@ def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
 
 def _insert_ignoring_unique_conflict(db: Database) -> Any:
     table = db.tables.job
-    if db.is_postgresql:
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=["unique_key"])
-    return sqlite.insert(table).on_conflict_do_nothing(index_elements=["unique_key"])
+    return db.upsert_insert(table).on_conflict_do_nothing(index_elements=["unique_key"])
 
 
 def enqueue(

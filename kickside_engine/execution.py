@@ -133,10 +133,10 @@ def timeout_result(timeout: timedelta, started: float) -> ExecutionResult:
     )
 
 
-def max_execution(job: Job, spec: WorkerSpec | None, default: timedelta) -> timedelta:
+def max_execution(job: Job, worker_timeout: timedelta | None, default: timedelta) -> timedelta:
     """Per-job ``max_execution_ms``, else the worker's timeout, else the policy default."""
     if job.max_execution_ms:
         return timedelta(milliseconds=job.max_execution_ms)
-    if spec is not None:
-        return spec.timeout
+    if worker_timeout is not None:
+        return worker_timeout
     return default

@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.clock import utcnow
 from kickside_engine.errors import InvalidArgumentError
@@ -55,8 +54,7 @@ def set_setting(
         raise InvalidArgumentError(f"setting value is not JSON: {exc}") from None
     now = now or utcnow()
     table = db.tables.setting
-    dialect_insert = postgresql.insert if db.is_postgresql else sqlite.insert
-    stmt = dialect_insert(table).values(
+    stmt = db.upsert_insert(table).values(
         namespace=namespace, key=key, value=value, updated_at=now, updated_by=updated_by
     )
     stmt = stmt.on_conflict_do_update(

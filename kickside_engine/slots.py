@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
@@ -102,8 +101,7 @@ def enqueue_slot(
 
 
 def _insert_skipping_identity_conflict(db: Database) -> Any:
-    dialect_insert = postgresql.insert if db.is_postgresql else sqlite.insert
-    return dialect_insert(db.tables.job).on_conflict_do_nothing(
+    return db.upsert_insert(db.tables.job).on_conflict_do_nothing(
         index_elements=["namespace", "scope", "identity_key"]
     )
 

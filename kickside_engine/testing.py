@@ -171,6 +171,11 @@ def _matching(
 _MISSING = object()
 
 
+def _worker_name(worker: Any) -> str | None:
+    """A worker given by name, by its decorated function or class, or None for any."""
+    return worker if worker is None or isinstance(worker, str) else spec_of(worker).name
+
+
 def _describe(jobs: list[Job]) -> str:
     if not jobs:
         return "  (no jobs enqueued)"
@@ -197,7 +202,7 @@ def assert_enqueued(
 
     ``args`` matches a subset of the stored args; ``worker`` is a name or a decorated worker.
     """
-    name = worker if worker is None or isinstance(worker, str) else spec_of(worker).name
+    name = _worker_name(worker)
     matches, jobs = _matching(
         db,
         worker=name,
@@ -229,7 +234,7 @@ def refute_enqueued(
     tags: list[str] | None = None,
 ) -> None:
     """Assert that no matching job is enqueued."""
-    name = worker if worker is None or isinstance(worker, str) else spec_of(worker).name
+    name = _worker_name(worker)
     matches, _ = _matching(
         db,
         worker=name,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
-from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff
+from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, retry_policy
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.outcomes import Outcome
 from kickside_engine.uniqueness import Unique
@@ -112,7 +112,7 @@ class WorkerSpec:
 
     def backoff_for(self, is_slot: bool) -> Backoff:
         """The retry policy: ``slot_backoff`` for slot jobs when set, else ``backoff``."""
-        return (self.slot_backoff or self.backoff) if is_slot else self.backoff
+        return retry_policy(self.backoff, self.slot_backoff, is_slot)
 
 
 class WorkerRegistry:

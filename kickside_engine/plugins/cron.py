@@ -26,7 +26,6 @@ from typing import Any
 
 from cronsim import CronSim, CronSimError
 from sqlalchemy import Connection, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.enqueue import JobBuilder, enqueue
@@ -187,9 +186,7 @@ def _claim_and_enqueue(
 
 def _insert_ignoring_conflict(db: Database) -> Any:
     table = db.tables.recurring_execution
-    if db.is_postgresql:
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=["key", "run_at"])
-    return sqlite.insert(table).on_conflict_do_nothing(index_elements=["key", "run_at"])
+    return db.upsert_insert(table).on_conflict_do_nothing(index_elements=["key", "run_at"])
 
 
 def cron_status(db: Database, entries: Sequence[Recurring], now: datetime) -> list[CronEntryStatus]:

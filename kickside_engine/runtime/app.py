@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from kickside_engine.backoff import Backoff
+from kickside_engine.backoff import Backoff, retry_policy
 from kickside_engine.errors import ConfigurationError
 from kickside_engine.workers import WorkerRegistry
 
@@ -65,6 +65,10 @@ class WorkerInfo:
     timeout: timedelta
     backoff: Backoff
     slot_backoff: Backoff | None
+
+    def backoff_for(self, is_slot: bool) -> Backoff:
+        """The retry policy for a slot or a one-shot job of this worker."""
+        return retry_policy(self.backoff, self.slot_backoff, is_slot)
 
 
 def worker_infos(registry: WorkerRegistry) -> dict[str, WorkerInfo]:

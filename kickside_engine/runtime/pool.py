@@ -29,7 +29,7 @@ from kickside_engine.api import node_name
 from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
 from kickside_engine.errors import KicksideError
-from kickside_engine.execution import timeout_result
+from kickside_engine.execution import max_execution, timeout_result
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
 from kickside_engine.models import ClaimedJob
 from kickside_engine.notify import local_signal
@@ -153,9 +153,7 @@ class WorkerPool:
         if claimed is None:
             return
         info = self._info(ex, claimed.job.worker)
-        backoff = DEFAULT_BACKOFF
-        if info is not None:
-            backoff = (info.slot_backoff or info.backoff) if claimed.job.is_slot else info.backoff
+        backoff = info.backoff_for(claimed.job.is_slot) if info is not None else DEFAULT_BACKOFF
         self.pending.append(settlement_for(claimed, result, backoff=backoff))
         ex.running = None
         ex.deadline = None
@@ -229,9 +227,8 @@ class WorkerPool:
 
     def _max_execution(self, ex: Executor, claimed: ClaimedJob) -> timedelta:
         info = self._info(ex, claimed.job.worker)
-        if claimed.job.max_execution_ms:
-            return timedelta(milliseconds=claimed.job.max_execution_ms)
-        return info.timeout if info is not None else self.config.default_max_execution
+        timeout = info.timeout if info is not None else None
+        return max_execution(claimed.job, timeout, self.config.default_max_execution)
 
     def _stop_lost(self, lost: set[uuid.UUID]) -> None:
         """Stop executions whose lease is gone (cancelled or rescued): never record them."""

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError
 
@@ -79,6 +80,10 @@ class Database:
             conn = conn.execution_options(**{_READ_ONLY: True})
             with conn.begin():
                 yield conn
+
+    def upsert_insert(self, table: Table) -> Any:
+        """An INSERT of this dialect, which supports ``on_conflict_do_nothing/do_update``."""
+        return postgresql.insert(table) if self.is_postgresql else sqlite.insert(table)
 
     def dispose(self) -> None:
         """Close pooled connections if Kickside created the engine."""

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from kickside_engine.store.database import Database
 
@@ -39,8 +38,7 @@ def heartbeat(db: Database, beat: NodeBeat, now: datetime) -> set[str]:
         "started_at": beat.started_at,
         "heartbeat_at": now,
     }
-    dialect_insert = postgresql.insert if db.is_postgresql else sqlite.insert
-    stmt = dialect_insert(table).values(**values)
+    stmt = db.upsert_insert(table).values(**values)
     stmt = stmt.on_conflict_do_update(
         index_elements=["name"], set_={k: v for k, v in values.items() if k != "name"}
     )

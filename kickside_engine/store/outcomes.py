@@ -44,46 +44,15 @@ class Settlement:
 
 def settle(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> set[uuid.UUID]:
     """Apply settlements through ``conn``; returns the ids of the jobs actually settled."""
-    job = db.tables.job
-    run = db.tables.job_run
     settled: set[uuid.UUID] = set()
     for s in settlements:
-        result = conn.execute(
-            update(job)
-            .where(
-                and_(
-                    job.c.id == s.job_id,
-                    job.c.state == JobState.EXECUTING.value,
-                    job.c.lease_owner == s.node,
-                    job.c.lease_token == s.lease_token,
-                )
-            )
-            .values(**s.values)
-        )
-        if result.rowcount == 1:
+        stmt, params = _fenced_update(db, s)
+        if conn.execute(stmt, params).rowcount == 1:
             settled.add(s.job_id)
     if settled:
-        params = [
-            {
-                "token": s.lease_token,
-                "finished_at": s.finished_at,
-                "duration_ms": s.duration_ms,
-                "outcome": s.run_outcome.value,
-                "error": s.run_error,
-            }
-            for s in settlements
-            if s.job_id in settled
-        ]
         conn.execute(
-            update(run)
-            .where(and_(run.c.lease_token == bindparam("token"), run.c.finished_at.is_(None)))
-            .values(
-                finished_at=bindparam("finished_at"),
-                duration_ms=bindparam("duration_ms"),
-                outcome=bindparam("outcome"),
-                error=bindparam("error"),
-            ),
-            params,
+            _run_settle_statement(db.tables),
+            [_run_params(s) for s in settlements if s.job_id in settled],
         )
     return settled
 
@@ -119,48 +88,49 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     """
     if not settlements or settle_batch_unnest(db, conn, settlements):
         return
-    groups: dict[tuple[Any, ...], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    groups: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
     for s in settlements:
-        bound = {k: v for k, v in s.values.items() if not isinstance(v, ClauseElement)}
-        exprs = {k: v for k, v in s.values.items() if isinstance(v, ClauseElement)}
-        shape = (
-            tuple(sorted(bound)),
-            tuple(
-                sorted(
-                    (k, str(v.compile(compile_kwargs={"literal_binds": True})))
-                    for k, v in exprs.items()
-                )
-            ),
-        )
-        if shape not in groups:
-            groups[shape] = (exprs, [])
-        groups[shape][1].append(
-            {
-                "_id": s.job_id,
-                "_node": s.node,
-                "_token": s.lease_token,
-                **{f"v_{k}": v for k, v in bound.items()},
-            }
-        )
-    for shape, (exprs, params) in groups.items():
-        stmt = _settle_statements.get((db.tables, shape))
-        if stmt is None:
-            stmt = _settle_statement(db, shape[0], exprs)
-            _settle_statements[(db.tables, shape)] = stmt
-        conn.execute(stmt, params)
-    conn.execute(
-        _run_settle_statement(db.tables),
-        [
-            {
-                "token": s.lease_token,
-                "finished_at": s.finished_at,
-                "duration_ms": s.duration_ms,
-                "outcome": s.run_outcome.value,
-                "error": s.run_error,
-            }
-            for s in settlements
-        ],
+        stmt, params = _fenced_update(db, s)
+        groups.setdefault(id(stmt), (stmt, []))[1].append(params)
+    for stmt, rows in groups.values():
+        conn.execute(stmt, rows)
+    conn.execute(_run_settle_statement(db.tables), [_run_params(s) for s in settlements])
+
+
+def _fenced_update(db: Database, s: Settlement) -> tuple[Any, dict[str, Any]]:
+    """The cached fenced job update for this settlement's shape, and its parameters."""
+    bound = {k: v for k, v in s.values.items() if not isinstance(v, ClauseElement)}
+    exprs = {k: v for k, v in s.values.items() if isinstance(v, ClauseElement)}
+    shape = (
+        db.tables,
+        tuple(sorted(bound)),
+        tuple(
+            sorted(
+                (k, str(v.compile(compile_kwargs={"literal_binds": True})))
+                for k, v in exprs.items()
+            )
+        ),
     )
+    stmt = _settle_statements.get(shape)
+    if stmt is None:
+        stmt = _settle_statements[shape] = _settle_statement(db, shape[1], exprs)
+    params = {
+        "_id": s.job_id,
+        "_node": s.node,
+        "_token": s.lease_token,
+        **{f"v_{k}": v for k, v in bound.items()},
+    }
+    return stmt, params
+
+
+def _run_params(s: Settlement) -> dict[str, Any]:
+    return {
+        "token": s.lease_token,
+        "finished_at": s.finished_at,
+        "duration_ms": s.duration_ms,
+        "outcome": s.run_outcome.value,
+        "error": s.run_error,
+    }
 
 
 _settle_statements: dict[tuple[Any, ...], Any] = {}
