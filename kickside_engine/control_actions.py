@@ -19,7 +19,8 @@ from sqlalchemy import Connection, delete, select, update
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import ConflictError, NotFoundError
-from kickside_engine.models import FINAL_STATES, TRANSITIONS, Job, JobKind, JobState, RunOutcome
+from kickside_engine.lifecycle import final_values
+from kickside_engine.models import FINAL_STATES, TRANSITIONS, Job, JobState, RunOutcome
 from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.queries import parse_job_id
 from kickside_engine.redact import redact_text
@@ -49,11 +50,6 @@ _RETRY_FROM = frozenset(
     }
 )
 _RUN_OUTCOMES = {"cancel": RunOutcome.CANCELLED, "discard": RunOutcome.DISCARDED}
-_FINAL_AT = {
-    JobState.COMPLETED: "completed_at",
-    JobState.CANCELLED: "cancelled_at",
-    JobState.DISCARDED: "discarded_at",
-}
 
 
 def eligible_states(action: str) -> frozenset[JobState]:
@@ -78,14 +74,15 @@ def check_action(job: Job, action: str) -> None:
 
 
 def _final_values(job: Job, target: JobState, now: datetime) -> dict[str, Any]:
-    values: dict[str, Any] = {"finalized_at": now, _FINAL_AT[target]: now}
-    if job.meta.get("unique_states") != "all":
-        values["unique_key"] = None
-    if job.namespace is not None and job.kind is JobKind.ONESHOT:
-        # As when a worker finishes it: a finished one-shot job releases its identity.
-        values.update(namespace=None, scope=None, identity_key=None)
-        values["meta"] = {**job.meta, "identity": [job.namespace, job.scope, job.identity_key]}
-    return values
+    return final_values(
+        target,
+        now,
+        meta=job.meta,
+        kind=job.kind,
+        namespace=job.namespace,
+        scope=job.scope,
+        identity_key=job.identity_key,
+    )
 
 
 def apply_job_action(
@@ -101,7 +98,10 @@ def apply_job_action(
     values: dict[str, Any] = {"state": target.value, "updated_at": now}
     if target is JobState.AVAILABLE:
         values.update(
-            scheduled_at=now, finalized_at=None, completed_at=None, cancelled_at=None,
+            scheduled_at=now,
+            finalized_at=None,
+            completed_at=None,
+            cancelled_at=None,
             discarded_at=None,
         )
         if job.attempt >= job.max_attempts:
@@ -120,7 +120,11 @@ def apply_job_action(
         return None
     if token is not None:
         settle_open_run(
-            db, conn, lease_token=token, outcome=_RUN_OUTCOMES[action], now=now,
+            db,
+            conn,
+            lease_token=token,
+            outcome=_RUN_OUTCOMES[action],
+            now=now,
             error=redact_text(f"{target.value} by {actor}"),
         )
         # Pools on PostgreSQL stop the execution at once; others at their next lease renewal.
@@ -133,9 +137,7 @@ def apply_job_action(
 def lock_job(conn: Connection, db: Database, job_id: uuid.UUID) -> Job:
     """Read a job for update in this transaction; NotFoundError when it does not exist."""
     table = db.tables.job
-    row = conn.execute(
-        select(table).where(table.c.id == job_id).with_for_update()
-    ).one_or_none()
+    row = conn.execute(select(table).where(table.c.id == job_id).with_for_update()).one_or_none()
     if row is None:
         raise NotFoundError(f"job {job_id} not found")
     return job_from_row(row)

@@ -60,23 +60,48 @@ def _errors_with(claimed: ClaimedJob, at: datetime, error: str) -> list[dict[str
     return history[-MAX_ERRORS:]
 
 
-def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any]:
-    values: dict[str, Any] = {"state": state.value, "finalized_at": now}
-    values[
-        {"completed": "completed_at", "cancelled": "cancelled_at", "discarded": "discarded_at"}[
-            state.value
-        ]
-    ] = now
-    if claimed.job.meta.get("unique_states") != "all":
+_FINAL_AT = {
+    JobState.COMPLETED: "completed_at",
+    JobState.CANCELLED: "cancelled_at",
+    JobState.DISCARDED: "discarded_at",
+}
+
+
+def final_values(
+    state: JobState,
+    now: datetime,
+    *,
+    meta: dict[str, Any],
+    kind: JobKind,
+    namespace: str | None,
+    scope: str | None,
+    identity_key: str | None,
+) -> dict[str, Any]:
+    """The column values of a job reaching final ``state`` at ``now``, whoever finishes it.
+
+    The unique key is released unless ``meta.unique_states == "all"``, and a finished one-shot
+    job releases its identity for the next one (kept in ``meta["identity"]`` for history).
+    """
+    values: dict[str, Any] = {"state": state.value, "finalized_at": now, _FINAL_AT[state]: now}
+    if meta.get("unique_states") != "all":
         values["unique_key"] = None
-    if claimed.job.namespace is not None and claimed.job.kind is JobKind.ONESHOT:
-        # A finished one-shot job releases its identity for the next one.
+    if namespace is not None and kind is JobKind.ONESHOT:
         values.update(namespace=None, scope=None, identity_key=None)
-        values["meta"] = {
-            **claimed.job.meta,
-            "identity": [claimed.job.namespace, claimed.job.scope, claimed.job.identity_key],
-        }
+        values["meta"] = {**meta, "identity": [namespace, scope, identity_key]}
     return values
+
+
+def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any]:
+    job = claimed.job
+    return final_values(
+        state,
+        now,
+        meta=job.meta,
+        kind=job.kind,
+        namespace=job.namespace,
+        scope=job.scope,
+        identity_key=job.identity_key,
+    )
 
 
 def settlement_for(

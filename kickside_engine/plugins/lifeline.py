@@ -26,7 +26,7 @@ from sqlalchemy import Connection, and_, select, update
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
-from kickside_engine.lifecycle import MAX_ERRORS, clean_error
+from kickside_engine.lifecycle import MAX_ERRORS, clean_error, final_values
 from kickside_engine.models import JobKind, JobState, RunOutcome
 from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.store.database import Database
@@ -153,16 +153,14 @@ def _discarded(row: _Expired, now: datetime) -> dict[str, Any]:
     meta: dict[str, Any] = dict(row.meta or {})
     error = clean_error(f"lease expired on node {row.lease_owner} after attempt {row.attempt}")
     errors = [*(row.errors or []), {"attempt": row.attempt, "at": now.isoformat(), "error": error}]
-    values: dict[str, Any] = {
-        "state": JobState.DISCARDED.value,
-        "discarded_at": now,
-        "finalized_at": now,
-        "errors": errors[-MAX_ERRORS:],
-    }
-    if meta.get("unique_states") != "all":
-        values["unique_key"] = None
-    if row.namespace is not None:
-        # As for any finished one-shot job (lifecycle._final): release the identity.
-        values.update(namespace=None, scope=None, identity_key=None)
-        values["meta"] = {**meta, "identity": [row.namespace, row.scope, row.identity_key]}
+    values = final_values(
+        JobState.DISCARDED,
+        now,
+        meta=meta,
+        kind=JobKind(row.kind),
+        namespace=row.namespace,
+        scope=row.scope,
+        identity_key=row.identity_key,
+    )
+    values["errors"] = errors[-MAX_ERRORS:]
     return values
