@@ -56,15 +56,26 @@ class PoolConfig:
     run_plugins: bool = True
     code_version: str | None = None
     schedule: tuple[object, ...] = ()
+    #: How many claimed jobs may wait in the supervisor for an executor to free up, while jobs
+    #: are fast (they then start without waiting for a database round trip). None: as many as
+    #: there are executors; 0: claim only for free executors.
+    prefetch: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode == "process" and not self.app:
             raise InvalidArgumentError("a process pool needs app='module' (its WorkerRegistry)")
         if self.mode == "thread" and self.registry is None and not self.app:
             raise InvalidArgumentError("a thread pool needs a registry or app")
+        if self.prefetch is not None and self.prefetch < 0:
+            raise InvalidArgumentError("prefetch must be 0 or more")
         if self.lease.total_seconds() < 3:
             raise InvalidArgumentError("lease must be at least 3 seconds")
 
     @property
     def executors(self) -> int:
         return sum(self.queues.values())
+
+    @property
+    def prefetch_jobs(self) -> int:
+        """The prefetch limit in jobs (see ``prefetch``)."""
+        return self.executors if self.prefetch is None else self.prefetch

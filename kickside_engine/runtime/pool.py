@@ -19,7 +19,8 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import datetime, timedelta
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -39,13 +40,16 @@ from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor
 from kickside_engine.runtime.listener import Listener
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
-from kickside_engine.store.claims import claim_jobs
+from kickside_engine.store.claims import claim_jobs, restamp_run
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import claim_keyed
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
-from kickside_engine.store.outcomes import Settlement, settle_batch
+from kickside_engine.store.outcomes import Settlement, settle_batch, unnest_settle
 
 log = logging.getLogger("kickside.pool")
+#: Prefetch only while executions average under this: for slower jobs a round trip is noise,
+#: and a prefetched job would wait behind them.
+PREFETCH_BELOW_MS = 20
 job_log = logging.getLogger("kickside.job")
 
 
@@ -61,6 +65,12 @@ class WorkerPool:
         self.generation = 0
         self.executors: list[Executor] = []
         self.running_by_queue: Counter[str] = Counter()
+        #: Claimed but not yet handed to an executor (see ``PoolConfig.prefetch``): dispatched
+        #: the moment an executor frees up, without waiting for a database round trip.
+        self.buffer: deque[ClaimedJob] = deque()
+        self.buffered_by_queue: Counter[str] = Counter()
+        self._recent_ms = float(PREFETCH_BELOW_MS)  # moving average of execution times
+        self._restamp: set[uuid.UUID] = set()
         self.paused: set[str] = set()
         self.pending: list[Settlement] = []
         self.events: deque[str] = deque()
@@ -129,6 +139,9 @@ class WorkerPool:
 
     def _upgrade(self) -> None:
         self.generation += 1
+        # Prefetched jobs were claimed for the old code but will start on the new: their runs
+        # get the version they really run under when they start.
+        self._restamp.update(c.lease_token for c in self.buffer)
         log.info("upgrading executors in place", extra={"generation": self.generation})
         for ex in list(self.executors):
             if ex.running is None:
@@ -160,6 +173,7 @@ class WorkerPool:
         self.running_by_queue[claimed.job.queue] -= 1
         self.leases.forget(claimed.lease_token)
         self.stats[result.kind.value] += 1
+        self._recent_ms += (result.duration_ms - self._recent_ms) * 0.1
         self._claim_wanted = True
         self._log_stop(claimed, result)
         if ex.retiring:
@@ -240,13 +254,23 @@ class WorkerPool:
                 self.leases.forget(claimed.lease_token)
                 ex.running = None
                 self._replace(ex, kill=True)
+        for claimed in [c for c in self.buffer if c.lease_token in lost]:
+            self.buffer.remove(claimed)
+            self.buffered_by_queue[claimed.job.queue] -= 1
 
     # -- claims -----------------------------------------------------------------------------
 
     def _flush_and_claim(self) -> None:
-        idle = [ex for ex in self.executors if ex.idle] if not self._stop.is_set() else []
-        want_claim = bool(idle) and self._claim_wanted
+        idle = [ex for ex in self.executors if ex.idle]
+        if self.buffer and idle:
+            self._dispatch(self._from_buffer(idle), utcnow())
+        if self._stop.is_set():
+            idle = []
+        want_claim = self._claim_wanted and (bool(idle) or self._prefetching())
         if not self.pending and not want_claim:
+            return
+        if self.db.is_postgresql:
+            self._flush_and_claim_postgresql(idle, want_claim)
             return
         pending = list(self.pending)
         now = utcnow()
@@ -255,16 +279,35 @@ class WorkerPool:
             if pending:
                 settle_batch(self.db, conn, pending)
             if want_claim:
-                queues = list(self.config.queues)
-                random.shuffle(queues)
+                self._claim_wanted = self._claim_queues(conn, idle, now, assigned)
+        del self.pending[: len(pending)]  # recorded: committed with the claim above
+        self._dispatch(assigned, now)
+
+    def _flush_and_claim_postgresql(self, idle: list[Executor], want_claim: bool) -> None:
+        """Record and claim in as few round trips as possible: usually exactly one.
+
+        Outcomes that fit one statement ride along the first claim on an autocommit
+        connection (one statement, one commit); others are recorded first in their own
+        transaction. Keyed claims (advisory locks) keep a transaction of their own.
+        """
+        pending = list(self.pending)
+        inline = unnest_settle(self.db, pending)
+        if pending and inline is None:
+            with self.db.begin() as conn:
+                settle_batch(self.db, conn, pending)
+            del self.pending[: len(pending)]
+            pending = []
+        now = utcnow()
+        assigned: list[tuple[Executor, ClaimedJob]] = []
+        try:
+            with self.db.autocommit() as conn:
+                if not want_claim:
+                    if inline is not None:
+                        settle_batch(self.db, conn, pending)
+                        del self.pending[: len(pending)]
+                    return
                 full = False
-                for queue in queues:
-                    if queue in self.paused or not idle:
-                        continue
-                    free = min(self.config.queues[queue] - self.running_by_queue[queue], len(idle))
-                    if free <= 0:
-                        continue
-                    version = idle[0].version
+                for queue, free in self._claimable(idle):
                     batch = claim_jobs(
                         self.db,
                         conn,
@@ -273,32 +316,154 @@ class WorkerPool:
                         limit=free,
                         now=now,
                         lease=self.config.lease,
-                        code_version=version,
+                        code_version=self._claim_version(idle),
+                        settle=inline,
                     )
+                    if inline is not None:
+                        del self.pending[: len(pending)]  # committed with this claim
+                        inline = None
+                    self._assign(queue, batch, idle, assigned)
                     if len(batch) < free and self._probe_keyed(queue):
-                        keyed = claim_keyed(
-                            self.db,
-                            conn,
-                            queue=queue,
-                            node=self.node,
-                            limit=free - len(batch),
-                            now=now,
-                            lease=self.config.lease,
-                            code_version=version,
-                        )
-                        self._keyed_found[queue] = bool(keyed)
+                        with self.db.begin() as tx:
+                            keyed = self._claim_keyed(tx, queue, free - len(batch), idle, now)
+                        self._assign(queue, keyed, idle, assigned)
                         batch += keyed
                     full = full or len(batch) == free
-                    for job in batch:
-                        assigned.append((idle.pop(0), job))
-                        self.running_by_queue[queue] += 1
+                if inline is not None:  # no queue could take work: record the outcomes alone
+                    settle_batch(self.db, conn, pending)
+                    del self.pending[: len(pending)]
                 self._claim_wanted = full
-        del self.pending[: len(pending)]  # recorded: committed with the claim above
+        finally:
+            self._dispatch(assigned, now)  # claims already committed must run
+
+    def _prefetching(self) -> bool:
+        """Whether to claim ahead of free executors: only while jobs are fast, and only up
+        to ``PoolConfig.prefetch`` jobs waiting here."""
+        return (
+            self.config.prefetch_jobs > len(self.buffer)
+            and self._recent_ms < PREFETCH_BELOW_MS
+            and not self._stop.is_set()
+            and any(ex.ready and not ex.retiring for ex in self.executors)
+        )
+
+    def _claimable(self, idle: list[Executor]) -> Iterator[tuple[str, int]]:
+        """Queues to claim from now, in random order, with how many each may take.
+
+        Lazy: each queue's share is computed from what is left after the claims of the queues
+        before it. A queue may take as many as it has executors free under its concurrency,
+        plus, while prefetching, as many again to wait here.
+        """
+        queues = list(self.config.queues)
+        random.shuffle(queues)
+        for queue in queues:
+            if queue in self.paused:
+                continue
+            limit = self.config.queues[queue]
+            room = len(idle)
+            ahead = 0
+            if self._prefetching():
+                room += self.config.prefetch_jobs - len(self.buffer)
+                ahead = limit
+            held = self.running_by_queue[queue] + self.buffered_by_queue[queue]
+            free = min(limit + ahead - held, room)
+            if free > 0:
+                yield queue, free
+
+    def _assign(
+        self,
+        queue: str,
+        batch: list[ClaimedJob],
+        idle: list[Executor],
+        assigned: list[tuple[Executor, ClaimedJob]],
+    ) -> None:
+        """Hand claimed jobs to idle executors, within the queue's concurrency; keep the rest."""
+        for job in batch:
+            self.leases.track(job.lease_token)
+            if idle and self.running_by_queue[queue] < self.config.queues[queue]:
+                assigned.append((idle.pop(0), job))
+                self.running_by_queue[queue] += 1
+            else:
+                self.buffer.append(job)
+                self.buffered_by_queue[queue] += 1
+
+    def _from_buffer(self, idle: list[Executor]) -> list[tuple[Executor, ClaimedJob]]:
+        """Prefetched jobs for the idle executors, oldest first, within each queue's limit."""
+        assigned: list[tuple[Executor, ClaimedJob]] = []
+        for claimed in list(self.buffer):
+            if not idle:
+                break
+            queue = claimed.job.queue
+            if self.running_by_queue[queue] < self.config.queues[queue]:
+                self.buffer.remove(claimed)
+                self.buffered_by_queue[queue] -= 1
+                self.running_by_queue[queue] += 1
+                assigned.append((idle.pop(0), claimed))
+        return assigned
+
+    def _dispatchable(self) -> bool:
+        """Whether a prefetched job may start now (its queue is under its concurrency)."""
+        return any(
+            self.running_by_queue[c.job.queue] < self.config.queues[c.job.queue]
+            for c in self.buffer
+        )
+
+    def _claim_version(self, idle: list[Executor]) -> str | None:
+        """The code version claimed jobs will run under: the newest generation's."""
+        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
+        return max(ready, key=lambda ex: ex.generation).version if ready else None
+
+    def _claim_keyed(
+        self, conn: Any, queue: str, limit: int, idle: list[Executor], now: datetime
+    ) -> list[ClaimedJob]:
+        keyed = claim_keyed(
+            self.db,
+            conn,
+            queue=queue,
+            node=self.node,
+            limit=limit,
+            now=now,
+            lease=self.config.lease,
+            code_version=self._claim_version(idle),
+        )
+        self._keyed_found[queue] = bool(keyed)
+        return keyed
+
+    def _claim_queues(
+        self,
+        conn: Any,
+        idle: list[Executor],
+        now: datetime,
+        assigned: list[tuple[Executor, ClaimedJob]],
+    ) -> bool:
+        """Claim for the idle executors in one transaction; whether every queue filled up."""
+        full = False
+        for queue, free in self._claimable(idle):
+            batch = claim_jobs(
+                self.db,
+                conn,
+                queue=queue,
+                node=self.node,
+                limit=free,
+                now=now,
+                lease=self.config.lease,
+                code_version=self._claim_version(idle),
+            )
+            self._assign(queue, batch, idle, assigned)
+            if len(batch) < free and self._probe_keyed(queue):
+                keyed = self._claim_keyed(conn, queue, free - len(batch), idle, now)
+                self._assign(queue, keyed, idle, assigned)
+                batch += keyed
+            full = full or len(batch) == free
+        return full
+
+    def _dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
         mono = time.monotonic()
         for ex, claimed in assigned:
             ex.started_monotonic = mono
             ex.deadline = mono + self._max_execution(ex, claimed).total_seconds()
-            self.leases.track(claimed.lease_token)
+            if claimed.lease_token in self._restamp:
+                self._restamp.discard(claimed.lease_token)
+                restamp_run(self.db, claimed.lease_token, ex.version)
             job_log.info(
                 "job.start",
                 extra={
@@ -374,7 +539,8 @@ class WorkerPool:
         until = min([self._next_poll, self._next_beat, self.leases.next_due, *deadlines])
         timeout = (
             0.0
-            if (self._claim_wanted and any(ex.idle for ex in self.executors))
+            if (self._claim_wanted or self._dispatchable())
+            and any(ex.idle for ex in self.executors)
             else max(0.0, until - mono)
         )
         objects: list[Any] = [ex.conn for ex in self.executors if not ex.conn.closed]
@@ -458,10 +624,13 @@ class WorkerPool:
     def _drain(self) -> None:
         """Shutdown: stop claiming, wait up to the grace for running jobs, leave the rest."""
         deadline = time.monotonic() + self.config.shutdown_grace.total_seconds()
-        while any(ex.running for ex in self.executors) and time.monotonic() < deadline:
+        while (self.buffer or any(ex.running for ex in self.executors)) and (
+            time.monotonic() < deadline
+        ):
             self._wait()
             self._step()
         abandoned = [ex.running.lease_token for ex in self.executors if ex.running is not None]
+        abandoned += [claimed.lease_token for claimed in self.buffer]
         for ex in list(self.executors):
             if ex.running is not None:
                 self._retire(ex, kill=True)

@@ -36,6 +36,7 @@ from sqlalchemy import (
 
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.store.database import Database
+from kickside_engine.store.outcomes import UnnestSettle
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.store.tables import Tables
 from kickside_engine.store.types import UTCDateTime
@@ -62,12 +63,15 @@ def claim_jobs(
     code_version: str | None = None,
     keyless_only: bool = True,
     job_ids: Sequence[uuid.UUID] | None = None,
+    settle: UnnestSettle | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs of ``queue`` through ``conn`` (inside its transaction).
 
-    With ``job_ids`` only those jobs are candidates (used after admission checks).
+    With ``job_ids`` only those jobs are candidates (used after admission checks). ``settle``
+    (PostgreSQL) records a batch of outcomes in the same statement: the supervisor's whole
+    turn in one round trip and one commit, on an autocommit connection.
     """
-    if limit <= 0:
+    if limit <= 0 and settle is None:
         return []
     expires = now + lease
     params = {
@@ -78,7 +82,11 @@ def claim_jobs(
         "p_expires": expires,
         "p_code_version": code_version,
     }
-    if job_ids is None:
+    if settle is not None:
+        assert job_ids is None and db.is_postgresql
+        stmt = _claim_and_settle_statement(db.tables, keyless_only, *settle.ctes(db))
+        params.update(settle.params)
+    elif job_ids is None:
         stmt = _claim_statement(db.tables, db.dialect, keyless_only)
     else:
         stmt = _build_claim(db.tables, db.dialect, keyless_only, list(job_ids))
@@ -99,6 +107,18 @@ def claim_jobs(
 def _claim_statement(tables: Tables, dialect: str, keyless_only: bool) -> Any:
     """The claim statement, built once per schema: building it costs more than running it."""
     return _build_claim(tables, dialect, keyless_only, None)
+
+
+@lru_cache(maxsize=64)
+def _claim_and_settle_statement(
+    tables: Tables, keyless_only: bool, settled_jobs: Any, settled_runs: Any
+) -> Any:
+    """The PostgreSQL claim with a batch settle riding along as data-modifying CTEs.
+
+    They touch other rows than the claim (executing jobs of this node, their open runs), and
+    PostgreSQL runs every data-modifying CTE whether or not the query reads it.
+    """
+    return _claim_statement(tables, "postgresql", keyless_only).add_cte(settled_jobs, settled_runs)
 
 
 def _build_claim(
@@ -208,6 +228,18 @@ def start_runs(
             for c in claimed
         ],
     )
+
+
+def restamp_run(db: Database, lease_token: uuid.UUID, code_version: str | None) -> None:
+    """Record the code version an open run really starts under (a job claimed before an
+    in-place upgrade that starts after it)."""
+    run = db.tables.job_run
+    with db.begin() as conn:
+        conn.execute(
+            update(run)
+            .where(run.c.lease_token == lease_token, run.c.finished_at.is_(None))
+            .values(code_version=code_version)
+        )
 
 
 def renew_leases(

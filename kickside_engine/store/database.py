@@ -74,6 +74,16 @@ class Database:
             yield conn
 
     @contextlib.contextmanager
+    def autocommit(self) -> Iterator[Connection]:
+        """A connection on which each statement commits by itself (one round trip, no BEGIN).
+
+        For single statements that must be atomic on their own; never for a sequence that must
+        commit together (that is :meth:`begin`).
+        """
+        with translate_errors(self), self.engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         """A connection in a read-only transaction (a deferred one on SQLite)."""
         with translate_errors(self), self.engine.connect() as conn:

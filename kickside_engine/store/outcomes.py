@@ -20,7 +20,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, text, update
+from sqlalchemy import Connection, and_, bindparam, column, text, update
 from sqlalchemy.sql.elements import ClauseElement
 
 from kickside_engine.models import JobState, RunOutcome
@@ -196,24 +196,31 @@ _JSON_KEYS = frozenset({"errors", "meta"})
 
 
 @lru_cache(maxsize=64)
-def _unnest_statement(job_table: str, run_table: str, keys: tuple[str, ...]) -> Any:
-    """Settle a batch in one PostgreSQL statement: the fenced job update and the run update.
-
-    Arrays keep the statement text the same whatever the batch size, so it is compiled and
-    planned once. The run update does not depend on the job update: the run-row invariant
-    (see the module docstring) makes it match only runs whose job this batch settled.
-    """
+def _unnest_job_update(job_table: str, keys: tuple[str, ...]) -> str:
+    """The fenced job update of a whole batch, its values unnested from arrays."""
     sets = ", ".join(f'"{k}" = v."{k}"' for k in keys)
     arrays = ", ".join(
         ["CAST(:j_id AS uuid[])", "CAST(:j_node AS text[])", "CAST(:j_token AS uuid[])"]
         + [f"CAST(:j_{k} AS {_PG_ARRAY_TYPES[k]}[])" for k in keys]
     )
     names = ", ".join(["_id", "_node", "_token", *(f'"{k}"' for k in keys)])
-    return text(
-        f"WITH settled AS (UPDATE {job_table} AS j SET {sets} "
+    return (
+        f"UPDATE {job_table} AS j SET {sets} "
         f"FROM unnest({arrays}) AS v({names}) "
-        "WHERE j.id = v._id AND j.state = 'executing' AND j.lease_owner = v._node "
-        "AND j.lease_token = v._token RETURNING j.id) "
+        # IS NOT DISTINCT FROM: the same test as ``=`` for a NOT NULL column, but not one an
+        # index can answer, so the planner looks each job up by primary key instead of reading
+        # the state index, crowded with entries of jobs that left executing since the last
+        # vacuum (it did, and a settle then cost a read of every job drained lately).
+        "WHERE j.id = v._id AND j.state IS NOT DISTINCT FROM 'executing' "
+        "AND j.lease_owner = v._node AND j.lease_token = v._token RETURNING j.id"
+    )
+
+
+def _unnest_run_update(run_table: str) -> str:
+    """The run update of a whole batch. It does not depend on the job update: the run-row
+    invariant (see the module docstring) makes it match only runs whose job the batch settles.
+    """
+    return (
         f"UPDATE {run_table} AS r SET finished_at = v.finished_at, "
         "duration_ms = v.duration_ms, outcome = v.outcome, error = v.error "
         "FROM unnest(CAST(:r_token AS uuid[]), CAST(:r_finished_at AS timestamptz[]), "
@@ -223,22 +230,51 @@ def _unnest_statement(job_table: str, run_table: str, keys: tuple[str, ...]) -> 
     )
 
 
-def settle_batch_unnest(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> bool:
-    """On PostgreSQL, settle a batch whose updates share one shape in a single statement.
+@lru_cache(maxsize=64)
+def _unnest_statement(job_table: str, run_table: str, keys: tuple[str, ...]) -> Any:
+    """Settle a batch in one PostgreSQL statement: the fenced job update and the run update.
 
-    Returns False (doing nothing) when the batch does not fit: mixed shapes, or values computed
-    in SQL (slot completions); :func:`settle_batch` then handles it.
+    Arrays keep the statement text the same whatever the batch size, so it is compiled and
+    planned once.
     """
+    return text(
+        f"WITH settled AS ({_unnest_job_update(job_table, keys)}) " + _unnest_run_update(run_table)
+    )
+
+
+@dataclass(frozen=True)
+class UnnestSettle:
+    """A batch of settlements as array parameters for one PostgreSQL statement."""
+
+    keys: tuple[str, ...]
+    params: dict[str, Any]
+
+    def ctes(self, db: Database) -> tuple[Any, Any]:
+        """The job and run updates as CTEs, to ride along another statement (a claim)."""
+        job, run = _quoted(db.tables.job), _quoted(db.tables.job_run)
+        return _unnest_ctes(job, run, self.keys)
+
+
+@lru_cache(maxsize=64)
+def _unnest_ctes(job_table: str, run_table: str, keys: tuple[str, ...]) -> tuple[Any, Any]:
+    jobs = text(_unnest_job_update(job_table, keys)).columns(column("id")).cte("settled")
+    runs = text(_unnest_run_update(run_table) + " RETURNING r.id").columns(column("id"))
+    return jobs, runs.cte("settled_runs")
+
+
+def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSettle | None:
+    """The batch as arrays, or None where it does not fit one statement (not PostgreSQL, mixed
+    shapes, or values computed in SQL such as slot completions)."""
     if not db.is_postgresql or not settlements:
-        return False
+        return None
     keys = tuple(sorted(settlements[0].values))
     for s in settlements:
         if tuple(sorted(s.values)) != keys or any(
             isinstance(v, ClauseElement) for v in s.values.values()
         ):
-            return False
+            return None
     if any(k not in _PG_ARRAY_TYPES for k in keys):
-        return False
+        return None
     params: dict[str, Any] = {
         "j_id": [s.job_id for s in settlements],
         "j_node": [s.node for s in settlements],
@@ -250,13 +286,24 @@ def settle_batch_unnest(db: Database, conn: Connection, settlements: Sequence[Se
         "r_error": [s.run_error for s in settlements],
     }
     for k in keys:
-        column = [s.values[k] for s in settlements]
+        values = [s.values[k] for s in settlements]
         if k in _JSON_KEYS:
-            column = [None if v is None else json.dumps(v) for v in column]
-        params[f"j_{k}"] = column
+            values = [None if v is None else json.dumps(v) for v in values]
+        params[f"j_{k}"] = values
+    return UnnestSettle(keys, params)
+
+
+def settle_batch_unnest(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> bool:
+    """On PostgreSQL, settle a batch whose updates share one shape in a single statement.
+
+    Returns False (doing nothing) when the batch does not fit (see :func:`unnest_settle`);
+    :func:`settle_batch` then handles it.
+    """
+    batch = unnest_settle(db, settlements)
+    if batch is None:
+        return False
     job, run = db.tables.job, db.tables.job_run
-    stmt = _unnest_statement(_quoted(job), _quoted(run), keys)
-    conn.execute(stmt, params)
+    conn.execute(_unnest_statement(_quoted(job), _quoted(run), batch.keys), batch.params)
     return True
 
 

@@ -162,8 +162,24 @@ def build_tables(schema: str | None = None) -> Tables:
     Index(None, job.c.inserted_at)
     Index(None, job.c.finalized_at)
     Index("ix_kickside_job_lease", job.c.state, job.c.lease_expires_at)
-    Index("ix_kickside_job_concurrency", job.c.concurrency_key, job.c.state)
-    Index("ix_kickside_job_capacity", job.c.capacity_group, job.c.state)
+    # Partial (migration 0002): as full indexes they lured the claim of keyless jobs away from
+    # the fetch index into reading and sorting every available job.
+    has_key = job.c.concurrency_key.is_not(None)
+    has_group = job.c.capacity_group.is_not(None)
+    Index(
+        "ix_kickside_job_concurrency",
+        job.c.concurrency_key,
+        job.c.state,
+        postgresql_where=has_key,
+        sqlite_where=has_key,
+    )
+    Index(
+        "ix_kickside_job_capacity",
+        job.c.capacity_group,
+        job.c.state,
+        postgresql_where=has_group,
+        sqlite_where=has_group,
+    )
     Index("uq_kickside_job_unique_key", job.c.unique_key, unique=True)
     Index("uq_kickside_job_identity", job.c.namespace, job.c.scope, job.c.identity_key, unique=True)
     Index("ix_kickside_job_tags", job.c.tags, postgresql_using="gin").ddl_if(dialect="postgresql")
@@ -194,7 +210,9 @@ def build_tables(schema: str | None = None) -> Tables:
         CheckConstraint("(outcome IS NULL) = (finished_at IS NULL)", name="settled"),
     )
     Index(None, job_run.c.job_id, job_run.c.attempt)
-    Index(None, job_run.c.finished_at)
+    # Partial (migration 0002): open runs are looked up by lease token, never by this index.
+    finished = job_run.c.finished_at.is_not(None)
+    Index(None, job_run.c.finished_at, postgresql_where=finished, sqlite_where=finished)
     Index("uq_kickside_job_run_lease_token", job_run.c.lease_token, unique=True)
 
     queue = Table(
