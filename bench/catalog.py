@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.nodes import MULTI_JOBS
 from bench.workloads.common import Context, Measurement, scaled
+from bench.workloads.dashboard import dashboard
+from bench.workloads.dispatch import dispatch
 from bench.workloads.drain import DRAIN_JOBS, drain
 from bench.workloads.enqueue import (
     BULK_JOBS,
@@ -18,8 +21,9 @@ from bench.workloads.enqueue import (
     bulk_enqueue_copy,
     single_enqueue,
 )
-from bench.workloads.history import history_scale
+from bench.workloads.history import CLAIMED_JOBS, LARGE_HISTORY, SMALL_HISTORY, history_scale
 from bench.workloads.latency import LATENCY_JOBS, LATENCY_MINIMUM, latency, latency_inprocess
+from bench.workloads.multinode import multi_node
 
 BOTH = ("postgresql", "sqlite")
 POSTGRESQL = ("postgresql",)
@@ -44,6 +48,9 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("single_enqueue", "2 single enqueue, one commit each", BOTH, single_enqueue),
     Workload("drain", "3 drain, one pool, concurrency 10", BOTH, drain, uses_pool=True),
     Workload(
+        "dispatch", "3b dispatch: supervisor to executor process and back", ("sqlite",), dispatch
+    ),
+    Workload(
         "latency",
         "4 enqueue-to-start latency, pool in its own process",
         BOTH,
@@ -56,6 +63,10 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "history_scale", "5 claim-and-complete cost vs history size", POSTGRESQL, history_scale
     ),
+    Workload(
+        "multi_node", "6 multi-node: 1, 2 and 4 pool processes draining", POSTGRESQL, multi_node
+    ),
+    Workload("dashboard", "7 dashboard refreshes and memory at 1M jobs", POSTGRESQL, dashboard),
 )
 
 
@@ -81,6 +92,8 @@ PEER_WORKLOADS: dict[str, tuple[int, int]] = {
     "single_enqueue": (SINGLE_JOBS, 10),
     "drain": (DRAIN_JOBS, 10),
     "latency": (LATENCY_JOBS, LATENCY_MINIMUM),
+    "history_scale": (CLAIMED_JOBS, 10),
+    "multi_node": (MULTI_JOBS, 10),
 }
 
 
@@ -92,3 +105,8 @@ def peer_counts(workloads: list[Workload], scale: float) -> dict[str, int]:
             full, minimum = PEER_WORKLOADS[workload.name]
             counts[workload.name] = scaled(full, scale, minimum)
     return counts
+
+
+def history_sizes(scale: float) -> tuple[int, int]:
+    """history_scale's small and large history, scaled as Kickside's (for the peers)."""
+    return scaled(SMALL_HISTORY, scale), scaled(LARGE_HISTORY, scale)

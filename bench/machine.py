@@ -1,6 +1,7 @@
-"""What the numbers were measured on: the machine, its load, the versions, and a pgbench
-baseline (single-row INSERT transactions per second from one client: the ceiling for
-one-commit-per-job enqueue on this server).
+"""What the numbers were measured on: the machine, its load, the versions, and two pgbench
+baselines: single-row INSERT transactions per second from one client (the ceiling for
+one-commit-per-job enqueue on this server) and simple-update transactions per second from 10
+clients (what the server sustains for small concurrent writing transactions).
 """
 
 from __future__ import annotations
@@ -79,13 +80,38 @@ def versions(postgres_url: str | None) -> dict[str, str | None]:
     return found
 
 
+def _pgbench(url: str, args: list[str], *, schema: str, timeout: float) -> tuple[str, str | None]:
+    """Run pgbench with ``args`` against ``url``, its tables in ``schema``: (stdout, error)."""
+    binary = shutil.which("pgbench")
+    if binary is None:
+        return "", "pgbench is not installed"
+    parsed = make_url(url)
+    command = [binary, *args]
+    for flag, value in (("-h", parsed.host), ("-p", parsed.port), ("-U", parsed.username)):
+        if value:
+            command += [flag, str(value)]
+    command.append(parsed.database or "postgres")
+    env = {**os.environ, "PGOPTIONS": f"-c search_path={schema}"}
+    if parsed.password:
+        env["PGPASSWORD"] = parsed.password
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    if out.returncode != 0:
+        reason = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        return out.stdout, f"pgbench failed: {reason[0]}"
+    return out.stdout, None
+
+
+def _tps(stdout: str) -> float | None:
+    match = re.search(r"tps = ([\d.]+)", stdout)
+    return float(match.group(1)) if match else None
+
+
 def pgbench_insert_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]:
     """pgbench's single-row INSERT rate from one client, into a table in ``schema``.
 
     Returns ``{"tps": None, "reason": ...}`` when pgbench is not installed or fails.
     """
-    binary = shutil.which("pgbench")
-    if binary is None:
+    if shutil.which("pgbench") is None:
         return {"tps": None, "reason": "pgbench is not installed"}
     table = f'"{schema}".bench_pgbench_insert'
     engine = create_engine(url)
@@ -99,23 +125,44 @@ def pgbench_insert_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]
             )
     finally:
         engine.dispose()
-    parsed = make_url(url)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         script.write(f"INSERT INTO {table} (v) VALUES (1);\n")
-    command = [binary, "-n", "-c", "1", "-T", str(seconds), "-f", script.name]
-    for flag, value in (("-h", parsed.host), ("-p", parsed.port), ("-U", parsed.username)):
-        if value:
-            command += [flag, str(value)]
-    command.append(parsed.database or "postgres")
-    env = {**os.environ}
-    if parsed.password:
-        env["PGPASSWORD"] = parsed.password
     try:
-        out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=seconds + 60)
+        stdout, error = _pgbench(
+            url,
+            ["-n", "-c", "1", "-T", str(seconds), "-f", script.name],
+            schema=schema,
+            timeout=seconds + 60,
+        )
     finally:
         os.unlink(script.name)
-    match = re.search(r"tps = ([\d.]+)", out.stdout)
-    if out.returncode != 0 or match is None:
-        reason = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-        return {"tps": None, "reason": f"pgbench failed: {reason[0]}"}
-    return {"tps": float(match.group(1)), "clients": 1, "seconds": seconds}
+    tps = _tps(stdout)
+    if error or tps is None:
+        return {"tps": None, "reason": error or "pgbench printed no tps"}
+    return {"tps": tps, "clients": 1, "seconds": seconds, "script": "INSERT one row"}
+
+
+UPDATE_CLIENTS = 10
+
+
+def pgbench_update_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]:
+    """pgbench's built-in simple-update script (``-N``) from 10 clients (``-j 2``).
+
+    Its tables (``pgbench -i``, scale 1) go into ``schema``. Returns ``{"tps": None,
+    "reason": ...}`` when pgbench is not installed or fails.
+    """
+    _, error = _pgbench(url, ["-i", "-q", "-s", "1"], schema=schema, timeout=300)
+    if error:
+        return {"tps": None, "reason": error}
+    args = ["-n", "-N", "-c", str(UPDATE_CLIENTS), "-j", "2", "-T", str(seconds)]
+    stdout, error = _pgbench(url, args, schema=schema, timeout=seconds + 60)
+    tps = _tps(stdout)
+    if error or tps is None:
+        return {"tps": None, "reason": error or "pgbench printed no tps"}
+    return {
+        "tps": tps,
+        "clients": UPDATE_CLIENTS,
+        "threads": 2,
+        "seconds": seconds,
+        "script": "simple-update (-N), scale 1",
+    }

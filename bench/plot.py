@@ -12,10 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+#: The throughput groups: (workload, metric, label).
 THROUGHPUT = (
-    ("bulk_enqueue", "bulk enqueue"),
-    ("single_enqueue", "single enqueue"),
-    ("drain", "drain"),
+    ("bulk_enqueue", "jobs_per_s", "bulk enqueue"),
+    ("single_enqueue", "jobs_per_s", "single enqueue"),
+    ("drain", "jobs_per_s", "drain, 1 pool"),
+    ("multi_node", "jobs_per_s_1_pools", "multi-node, 1 pool"),
+    ("multi_node", "jobs_per_s_4_pools", "multi-node, 4 pools"),
 )
 
 
@@ -38,15 +41,26 @@ def plot(doc: dict[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt  # type: ignore[import-not-found]
 
     series = _series(doc)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    groups = [g for g in THROUGHPUT if any(g[1] in m.get(g[0], {}) for _, m in series)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 5.2), width_ratios=(3, 2))
     width = 0.8 / max(1, len(series))
     for i, (label, metrics) in enumerate(series):
-        xs = [j + i * width for j in range(len(THROUGHPUT))]
-        ys = [metrics.get(w, {}).get("jobs_per_s", 0.0) for w, _ in THROUGHPUT]
-        left.bar(xs, ys, width, label=label)
-    left.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(THROUGHPUT))])
-    left.set_xticklabels([title for _, title in THROUGHPUT])
+        xs = [j + i * width for j in range(len(groups))]
+        ys = [metrics.get(w, {}).get(name, 0.0) for w, name, _ in groups]
+        bars = left.bar(xs, ys, width, label=label)
+        left.bar_label(
+            bars, [f"{y:,.0f}" if y else "" for y in ys], fontsize=6, rotation=90, padding=2
+        )
+    tps = doc.get("baselines", {}).get("pgbench_insert", {}).get("tps")
+    if tps and any(w == "single_enqueue" for w, _, _ in groups):
+        j = [w for w, _, _ in groups].index("single_enqueue")
+        left.hlines(tps, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="dashed")
+        left.annotate("pgbench INSERT", (j - width / 2, tps), fontsize=7, va="bottom")
+    left.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(groups))])
+    left.set_xticklabels([title for _, _, title in groups], fontsize=8)
     left.set_yscale("log")
+    top = max([1.0] + [m.get(w, {}).get(n, 0.0) for _, m in series for w, n, _ in groups])
+    left.set_ylim(top=top * 4)  # room for the figures above the tallest bar
     left.set_ylabel("jobs/s (higher is better)")
     left.set_title("Throughput")
     left.legend(fontsize=8)
@@ -60,8 +74,10 @@ def plot(doc: dict[str, Any], out: Path) -> None:
         if ("latency_inprocess" if "SQLite" in label else "latency") in m
     ]
     for j, (_label, lat) in enumerate(timed):
-        right.bar(j - 0.2, lat["p50_ms"], 0.4, color="tab:blue", label="p50" if j == 0 else None)
-        right.bar(j + 0.2, lat["p99_ms"], 0.4, color="tab:orange", label="p99" if j == 0 else None)
+        for dx, name, color in ((-0.2, "p50", "tab:blue"), (0.2, "p99", "tab:orange")):
+            value = lat[f"{name}_ms"]
+            bars = right.bar(j + dx, value, 0.4, color=color, label=name if j == 0 else None)
+            right.bar_label(bars, [f"{value:.1f}"], fontsize=7, padding=2)
     right.set_xticks(range(len(timed)))
     right.set_xticklabels([label for label, _ in timed], fontsize=8, rotation=15)
     right.set_ylabel("enqueue-to-start ms (lower is better)")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import catalog, machine, report
+from bench.nodes import POOL_COUNTS
 from bench.peers import runner
 from bench.targets import BACKENDS, DEFAULT_POSTGRES_URL, Target, postgresql_target, sqlite_target
 from bench.workloads.common import Context, Measurement
@@ -62,7 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sqlite-path", type=Path, help="the SQLite file to use (default: a temporary file)"
     )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--no-pgbench", action="store_true", help="skip the pgbench baseline")
+    parser.add_argument("--no-pgbench", action="store_true", help="skip the pgbench baselines")
     parser.add_argument(
         "--peers",
         default=",".join(runner.PEERS),
@@ -70,7 +71,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-peers", action="store_true", help="run Kickside only")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
+    parser.add_argument(
+        "--pool-counts",
+        type=_pool_counts,
+        default=POOL_COUNTS,
+        metavar="N,N,...",
+        help="multi_node's pool process counts, increasing (default: 1,2,4)",
+    )
     return parser.parse_args(argv)
+
+
+def _pool_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or counts[0] < 1 or list(counts) != sorted(set(counts)):
+        raise argparse.ArgumentTypeError(f"{text!r}: want increasing counts like 1,2,4")
+    return counts
 
 
 def _names(only: list[str] | None) -> list[str]:
@@ -140,6 +158,8 @@ def _run_peers(
             counts=counts,
             workdir=workdir,
             progress=progress,
+            history=catalog.history_sizes(scale),
+            pool_counts=args.pool_counts,
         )
     return results
 
@@ -201,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
                     baselines["pgbench_insert"] = machine.pgbench_insert_tps(
                         args.database_url, target.schema, seconds=2 if args.quick else 10
                     )
+                    progress("postgresql: pgbench simple-update baseline, 10 clients")
+                    baselines["pgbench_update"] = machine.pgbench_update_tps(
+                        args.database_url, target.schema, seconds=2 if args.quick else 10
+                    )
             else:
                 target = stack.enter_context(sqlite_target(args.sqlite_path))
             shared = SharedPool(target, workdir / f"pool-{backend}.log")
@@ -211,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
                 workdir=workdir,
                 progress=progress,
                 shared_pool=shared,
+                pool_counts=args.pool_counts,
             )
             results += [m.as_json() for m in _run_workloads(target, workloads, ctx, progress)]
         if backend == "postgresql" and not args.no_peers:
@@ -220,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     for entry in results:
         if entry["system"] != "kickside" and entry["details"].get("version"):
             versions[entry["system"]] = entry["details"]["version"]
+    info["load_average_at_end"] = machine.machine_info()["load_average"]
     doc = {
         "format": report.FORMAT,
         "started_at": started.isoformat(timespec="seconds"),

@@ -25,7 +25,9 @@ from kickside_engine.errors import (
     KicksideError,
     MigrationError,
     NotFoundError,
+    PermissionDeniedError,
 )
+from kickside_engine.listen import Subscription, listen
 from kickside_engine.models import (
     ClaimedJob,
     Inserted,
@@ -78,11 +80,13 @@ __all__ = [
     "MigrationError",
     "NotFoundError",
     "Outcome",
+    "PermissionDeniedError",
     "RetryAfter",
     "Run",
     "RunOutcome",
     "SlotInfo",
     "Snooze",
+    "Subscription",
     "Unique",
     "WakeKey",
     "WakeMultiResult",
@@ -102,6 +106,7 @@ __all__ = [
     "get_job_statuses",
     "get_job_statuses_tx",
     "list_slots",
+    "listen",
     "migrate",
     "node_name",
     "nudge_workers",

@@ -24,8 +24,10 @@ from sqlalchemy import Connection, insert, select
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.notify import notify_in_transaction
 from kickside_engine.redact import redact_text, redact_value
 from kickside_engine.store.database import Database
+from kickside_engine.text import require_storable_json, require_text
 
 MAX_PAGE = 1000
 _CURSOR_PREFIX = "a1:"
@@ -46,6 +48,7 @@ class Actor:
                     f"actor {name} must be a non-empty string of at most 255 characters, "
                     f"got {value!r}"
                 )
+            require_text(value, f"actor {name}")
 
     @classmethod
     def current(cls) -> Actor:
@@ -98,9 +101,12 @@ def _details_document(details: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(details, Mapping):
         raise InvalidArgumentError(f"audit details must be a mapping, got {type(details).__name__}")
     try:
-        encoded = json.dumps(dict(details), default=_json_default, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        encoded = json.dumps(
+            dict(details), default=_json_default, allow_nan=False, ensure_ascii=False
+        )
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"audit details cannot be stored as JSON: {exc}") from None
+    require_storable_json(encoded, "audit details")
     document: dict[str, Any] = redact_value(json.loads(encoded))  # type: ignore[assignment]
     return document
 
@@ -108,9 +114,7 @@ def _details_document(details: Mapping[str, Any]) -> dict[str, Any]:
 def _bounded(value: str, field: str, max_length: int) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError(f"audit {field} must be a non-empty string, got {value!r}")
-    if len(value) > max_length:
-        raise InvalidArgumentError(f"audit {field} is longer than {max_length} characters")
-    return value
+    return require_text(value, f"audit {field}", max_length=max_length, allow_empty=True)
 
 
 def record_audit(
@@ -141,6 +145,8 @@ def record_audit(
     audit = db.tables.audit
     row = {k: v for k, v in dataclasses.asdict(entry).items() if k != "id"}
     new_id = conn.execute(insert(audit).values(**row).returning(audit.c.id)).scalar_one()
+    # Dashboards listening on PostgreSQL refresh when the change commits (one per action).
+    notify_in_transaction(conn, db, f"audit:{entry.action}")
     return dataclasses.replace(entry, id=new_id)
 
 
@@ -178,8 +184,9 @@ def list_audit(
     if cursor is not None:
         stmt = stmt.where(audit.c.id < _decode_cursor(cursor))
     if action is not None:
-        stmt = stmt.where(audit.c.action == action)
+        stmt = stmt.where(audit.c.action == require_text(action, "action", allow_empty=True))
     if target is not None:
+        target = require_text(target, "target", max_length=None, allow_empty=True)
         stmt = stmt.where(audit.c.target == target)
     with db.read() as conn:
         rows = conn.execute(stmt).all()

@@ -9,6 +9,9 @@ from datetime import timedelta
 
 from kickside_engine.errors import InvalidArgumentError
 
+#: The longest a retry hint or a snooze puts a job off: a longer one waits this long.
+MAX_DELAY = timedelta(days=365)
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -16,7 +19,8 @@ class Backoff:
 
     The default is the seed's: about 16 s, 31 s, 96 s, 271 s…, so 20 attempts cover about three
     weeks. ``cap`` bounds the policy delay (never below ``base``). A retry floor
-    (``retry_after_ms``) raises the delay to at least the floor, and may exceed the cap.
+    (``retry_after_ms``) raises the delay to at least the floor, and may exceed the cap (a
+    floor beyond :data:`MAX_DELAY` counts as :data:`MAX_DELAY`).
     """
 
     base: timedelta = timedelta(seconds=15)
@@ -42,7 +46,8 @@ class Backoff:
         """The policy delay, raised to the retry floor when one is given."""
         delay = self.policy_delay(attempt, rng)
         if retry_after_ms is not None:
-            delay = max(delay, timedelta(milliseconds=retry_after_ms))
+            floor_ms = min(retry_after_ms, MAX_DELAY / timedelta(milliseconds=1))
+            delay = max(delay, timedelta(milliseconds=floor_ms))
         return delay
 
 

@@ -11,9 +11,20 @@ def utcnow() -> datetime:
 
 
 def ensure_aware(value: datetime, field: str = "timestamp") -> datetime:
-    """Return ``value`` in UTC, refusing naive datetimes (their zone would be a guess)."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        from kickside_engine.errors import InvalidArgumentError
+    """Return ``value`` in UTC, refusing naive datetimes (their zone would be a guess).
 
+    A value that is not a datetime, or that falls outside years 1..9999 once in UTC, is an
+    :class:`~kickside_engine.errors.InvalidArgumentError` too.
+    """
+    from kickside_engine.errors import InvalidArgumentError
+
+    if not isinstance(value, datetime):
+        raise InvalidArgumentError(f"{field} must be a datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidArgumentError(f"{field} must be timezone-aware, got naive {value.isoformat()}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidArgumentError(
+            f"{field} {value.isoformat()} is out of range in UTC (years 1..9999)"
+        ) from None

@@ -14,16 +14,19 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from kickside_engine.errors import ConfigurationError
+from kickside_engine.redact import is_sensitive_key
 
 DATABASE_URL_ENV = "KICKSIDE_DATABASE_URL"
 SCHEMA_ENV = "KICKSIDE_SCHEMA"
 HOME_ENV = "KICKSIDE_HOME"
 
+_MASK = "***"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -54,13 +57,21 @@ class DatabaseConfig:
 
 
 def display_url(url: URL | str) -> str:
-    """Render a database URL with its password replaced by ``***``."""
+    """Render a database URL with its password replaced by ``***``.
+
+    Query parameters that name a secret (``?password=...``, ``sslpassword``, ...) are masked
+    too, since libpq takes the password from there as well.
+    """
     if isinstance(url, str):
         try:
             url = make_url(url)
-        except ArgumentError:
+        except (ArgumentError, ValueError):
             return "<unparseable database URL>"
-    return url.render_as_string(hide_password=True)
+    masked = {k: _MASK for k in url.query if is_sensitive_key(k)}
+    if not masked:
+        return url.render_as_string(hide_password=True)
+    rendered = url.update_query_dict(masked).render_as_string(hide_password=True)
+    return rendered.replace(quote(_MASK, safe=""), "***")
 
 
 def resolve_database_config(
@@ -81,7 +92,7 @@ def resolve_database_config(
     if schema is not None:
         if backend != "postgresql":
             raise ConfigurationError("a schema name is only supported on PostgreSQL")
-        if not _SCHEMA_NAME.match(schema):
+        if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigurationError(
                 f"invalid schema name {schema!r}: use lowercase letters, digits and underscores"
             )
@@ -94,7 +105,7 @@ def _parse(raw: str | URL) -> URL:
     else:
         try:
             parsed = make_url(raw)
-        except ArgumentError:
+        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
             raise ConfigurationError(
                 "invalid database URL: expected sqlite:///PATH or "
                 "postgresql+psycopg://USER@HOST:PORT/DBNAME"

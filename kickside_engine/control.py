@@ -12,6 +12,7 @@ job or queue after the change. Functions that depend on time take ``now``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +29,7 @@ from kickside_engine.control_actions import (
     discard_job,
     retry_job,
 )
+from kickside_engine.counts import read_state_counts, state_counts, zero_counts
 from kickside_engine.models import JobState, Run
 from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.queries import (
@@ -39,11 +41,9 @@ from kickside_engine.queries import (
     list_jobs,
     parse_job_id,
     read_runs,
-    read_state_counts,
-    state_counts,
-    zero_counts,
 )
 from kickside_engine.store.database import Database
+from kickside_engine.store.rows import run_from_row
 from kickside_engine.workers import validate_name
 
 __all__ = [
@@ -96,6 +96,7 @@ class QueueInfo:
     """A queue as the overview shows it.
 
     ``no_node`` flags a queue with available jobs that no live node runs: they just wait.
+    ``approximate`` names the states whose count is an estimate (see :mod:`kickside_engine.counts`).
     """
 
     name: str
@@ -105,6 +106,7 @@ class QueueInfo:
     counts: dict[JobState, int]
     nodes: tuple[QueueNode, ...]
     no_node: bool
+    approximate: frozenset[JobState] = frozenset()
 
     @property
     def concurrency(self) -> int:
@@ -175,11 +177,20 @@ def list_nodes(db: Database, now: datetime) -> list[NodeInfo]:
 
 
 def queue_infos(
-    conn: Connection, db: Database, now: datetime, *, name: str | None = None
+    conn: Connection,
+    db: Database,
+    now: datetime,
+    *,
+    name: str | None = None,
+    exact: bool = True,
 ) -> list[QueueInfo]:
-    """Queues (all, or only ``name``) through ``conn``, by name."""
+    """Queues (all, or only ``name``) through ``conn``, by name.
+
+    With ``exact=False``, large counts of final states may be estimates (fast at any size).
+    """
     queue = db.tables.queue
-    counts = read_state_counts(conn, db, name)
+    found = read_state_counts(conn, db, name, exact=exact)
+    counts = found.counts
     stmt = select(queue)
     if name is not None:
         stmt = stmt.where(queue.c.name == name)
@@ -202,16 +213,21 @@ def queue_infos(
                 counts=queue_counts,
                 nodes=nodes,
                 no_node=queue_counts[JobState.AVAILABLE] > 0 and not nodes,
+                approximate=found.approximate.get(queue_name, frozenset()),
             )
         )
     return infos
 
 
-def list_queues(db: Database, now: datetime) -> list[QueueInfo]:
-    """Every queue with a ``kickside_queue`` row or jobs, with counts and live nodes at ``now``."""
+def list_queues(db: Database, now: datetime, *, exact: bool = True) -> list[QueueInfo]:
+    """Every queue with a ``kickside_queue`` row or jobs, with counts and live nodes at ``now``.
+
+    ``exact=False`` keeps it fast on a big history: large counts of completed, cancelled and
+    discarded jobs are then estimates, named in :attr:`QueueInfo.approximate`.
+    """
     now = ensure_aware(now, "now")
     with db.read() as conn:
-        return queue_infos(conn, db, now)
+        return queue_infos(conn, db, now, exact=exact)
 
 
 def list_runs(db: Database, job_id: uuid.UUID | str) -> list[Run]:
@@ -222,6 +238,18 @@ def list_runs(db: Database, job_id: uuid.UUID | str) -> list[Run]:
         return []
     with db.read() as conn:
         return read_runs(conn, db, parsed)
+
+
+def open_runs(db: Database, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Run]:
+    """The open (unsettled) run of each of these jobs that has one, in one query."""
+    if not job_ids:
+        return {}
+    run = db.tables.job_run
+    with db.read() as conn:
+        rows = conn.execute(
+            select(run).where(run.c.job_id.in_(list(job_ids)), run.c.finished_at.is_(None))
+        )
+        return {r.job_id: r for r in (run_from_row(row) for row in rows)}
 
 
 def _set_paused(db: Database, name: str, actor: Actor, now: datetime, paused: bool) -> QueueInfo:

@@ -31,6 +31,7 @@ from kickside_engine.notify import channel_name, local_signal, notify_in_transac
 from kickside_engine.redact import redact_value
 from kickside_engine.store.database import Database
 from kickside_engine.store.tables import Tables
+from kickside_engine.text import require_storable_json, require_text
 from kickside_engine.uniqueness import Unique
 from kickside_engine.workers import CapacityDeclaration, WorkerSpec, validate_name
 
@@ -117,8 +118,8 @@ class JobBuilder:
 
     def tags(self, tags: Iterable[str]) -> JobBuilder:
         """Replace the tags."""
-        if isinstance(tags, str):
-            raise InvalidArgumentError("tags must be a list of strings, not one string")
+        if isinstance(tags, str) or not isinstance(tags, Iterable):
+            raise InvalidArgumentError(f"tags must be a list of strings, got {tags!r}")
         return self._with(tags=tuple(tags))
 
     def tag(self, tag: str) -> JobBuilder:
@@ -133,10 +134,14 @@ class JobBuilder:
 
     def unique(self, rule: Unique | None) -> JobBuilder:
         """Apply a uniqueness rule (None removes the worker's default)."""
+        if rule is not None and not isinstance(rule, Unique):
+            raise InvalidArgumentError(f"unique takes a Unique rule or None, got {rule!r}")
         return self._with(unique=rule)
 
     def max_execution(self, limit: timedelta) -> JobBuilder:
         """Terminate an attempt running longer than ``limit``."""
+        if not isinstance(limit, timedelta):
+            raise InvalidArgumentError(f"max_execution takes a timedelta, got {limit!r}")
         ms = int(limit / timedelta(milliseconds=1))
         if ms <= 0:
             raise InvalidArgumentError(f"max_execution must be positive, got {limit}")
@@ -186,27 +191,24 @@ def _max_attempts(value: Any) -> int:
     return value
 
 
+#: One encoder for every row (``json.dumps`` with options builds a new one per call).
+_encode_json = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+
+
 def _json_object(value: Mapping[str, Any], field_name: str) -> dict[str, Any]:
     try:
-        encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
+        encoded = _encode_json(value)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"{field_name} cannot be stored as JSON: {exc}") from None
+    require_storable_json(encoded, field_name)
     if len(encoded.encode()) > MAX_ARGS_BYTES:
         raise InvalidArgumentError(f"{field_name} exceed {MAX_ARGS_BYTES} bytes as JSON")
-    if "\x00" in encoded or "\\u0000" in encoded:
-        raise InvalidArgumentError(f"{field_name} contain a NUL character, which cannot be stored")
     decoded: dict[str, Any] = json.loads(encoded)
     return decoded
 
 
 def _identity_part(value: Any, field_name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgumentError(f"{field_name} must be a non-empty string, got {value!r}")
-    if len(value) > 255:
-        raise InvalidArgumentError(f"{field_name} is longer than 255 characters")
-    if "\x00" in value:
-        raise InvalidArgumentError(f"{field_name} contains a NUL character")
-    return value
+    return require_text(value, field_name)
 
 
 def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
@@ -223,8 +225,9 @@ def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
     meta = _json_object(dict(opts.meta), "meta")
     tags: list[str] = []
     for tag in opts.tags:
-        if not isinstance(tag, str) or not tag or len(tag) > 255 or "\x00" in tag:
+        if not isinstance(tag, str) or not tag:
             raise InvalidArgumentError(f"tags must be non-empty strings (≤255), got {tag!r}")
+        require_text(tag, "tag", allow_empty=True)
         if tag not in tags:
             tags.append(tag)
     if len(tags) > MAX_TAGS:
@@ -232,7 +235,12 @@ def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
     if opts.scheduled_at is not None:
         scheduled_at = ensure_aware(opts.scheduled_at, "schedule_at")
     elif opts.schedule_in is not None:
-        scheduled_at = now + opts.schedule_in
+        try:
+            scheduled_at = now + opts.schedule_in
+        except OverflowError:
+            raise InvalidArgumentError(
+                f"schedule_in {opts.schedule_in} is out of range (years 1..9999)"
+            ) from None
     else:
         scheduled_at = now
     max_execution_ms = opts.max_execution_ms
@@ -296,7 +304,9 @@ def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
 
 def _insert_ignoring_unique_conflict(db: Database) -> Any:
     table = db.tables.job
-    return db.upsert_insert(table).on_conflict_do_nothing(index_elements=["unique_key"])
+    return db.upsert_insert(table).on_conflict_do_nothing(
+        index_elements=["unique_key"], index_where=table.c.unique_key.is_not(None)
+    )
 
 
 def enqueue(
@@ -319,7 +329,11 @@ def enqueue(
         return enqueue_slot(db, job, conn=conn, now=now)
     now = ensure_aware(now, "now") if now is not None else utcnow()
     row = build_row(opts, now)
-    if conn is None:
+    if conn is None and _single_statement(db, row):
+        # One statement, atomic by itself: no BEGIN and COMMIT round trips around it.
+        with db.autocommit() as own:
+            result = _insert_one(db, own, row)
+    elif conn is None:
         with db.begin() as own:
             result = _insert_one(db, own, row)
     else:
@@ -327,6 +341,12 @@ def enqueue(
     if not result.duplicate:
         local_signal(db).wake(row["queue"])
     return result
+
+
+def _single_statement(db: Database, row: dict[str, Any]) -> bool:
+    """Whether :func:`_insert_one` writes this row in a single statement (PostgreSQL, no
+    uniqueness or identity to check first)."""
+    return db.is_postgresql and row["unique_key"] is None and row["identity_key"] is None
 
 
 def _insert_one(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted:
@@ -349,9 +369,13 @@ def _insert_one(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted
     if row["unique_key"] is None:
         if db.is_postgresql:
             # One round trip: the NOTIFY rides on the INSERT (delivered at commit, as before).
-            params = {f"p_{k}": v for k, v in row.items()}
+            # Straight to the driver with the statement compiled once: SQLAlchemy's per-call
+            # work was a third of a single enqueue. JSON goes as text, cast by the statement.
+            params = {
+                f"p_{k}": _encode_json(v) if k in _JSON_COLUMNS else v for k, v in row.items()
+            }
             params["p_channel"] = channel_name(db)
-            conn.execute(_insert_and_notify(db.tables, tuple(row)), params)
+            conn.exec_driver_sql(_insert_and_notify_sql(db, tuple(row)), params)
         else:
             conn.execute(insert(table), row)
             notify_in_transaction(conn, db, row["queue"])
@@ -369,6 +393,16 @@ def _insert_one(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted
             return Inserted(id=existing.id, duplicate=True, state=JobState(existing.state))
         # The holder reached a final state and released its key between the two statements.
     raise InvalidArgumentError("unique insert kept conflicting with a job that vanished; retry")
+
+
+def _insert_and_notify_sql(db: Database, keys: tuple[str, ...]) -> str:
+    """:func:`_insert_and_notify` compiled for PostgreSQL (psycopg's ``%(name)s`` style)."""
+    return _compiled_insert_and_notify(db.tables, db.engine.dialect, keys)
+
+
+@lru_cache(maxsize=16)
+def _compiled_insert_and_notify(tables: Tables, dialect: Any, keys: tuple[str, ...]) -> str:
+    return str(_insert_and_notify(tables, keys).compile(dialect=dialect))
 
 
 @lru_cache(maxsize=16)
@@ -419,7 +453,35 @@ def enqueue_many(
     return [Inserted(id=r["id"], duplicate=False, state=JobState(r["state"])) for r in rows]
 
 
+#: Rows from which a bulk insert on PostgreSQL streams with COPY instead of INSERT.
+COPY_FROM_ROWS = 50
+_JSON_COLUMNS = frozenset({"args", "meta", "tags", "errors"})
+
+
 def _insert_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> None:
-    conn.execute(insert(db.tables.job), rows)
+    if db.is_postgresql and len(rows) >= COPY_FROM_ROWS:
+        _copy_rows(db, conn, rows)
+    else:
+        conn.execute(insert(db.tables.job), rows)
     for queue in sorted({r["queue"] for r in rows}):
         notify_in_transaction(conn, db, queue)
+
+
+def _copy_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Stream rows into the job table with COPY, inside ``conn``'s transaction.
+
+    Several times faster than a pipelined INSERT per row: one statement, no per-row round of
+    parse, bind and execute on the server.
+    """
+    columns = list(rows[0])
+    table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
+    names = ", ".join(f'"{c}"' for c in columns)
+    json_at = [i for i, c in enumerate(columns) if c in _JSON_COLUMNS]
+    driver: Any = conn.connection.driver_connection
+    with driver.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            values = list(row.values())
+            for i in json_at:
+                value = values[i]
+                values[i] = _encode_json(value) if value else ("{}" if value == {} else "[]")
+            copy.write_row(values)

@@ -55,6 +55,12 @@ class DatabaseUnavailableError(KicksideError):
     exit_code = 5
 
 
+class PermissionDeniedError(KicksideError):
+    """The database refused the change: the role (or the SQLite file) may only read."""
+
+    exit_code = 1
+
+
 class MigrationError(KicksideError):
     """The database schema is at a revision this version of Kickside cannot work with."""
 

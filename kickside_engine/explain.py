@@ -162,7 +162,7 @@ def _executing(conn: Connection, db: Database, job: Job, now: datetime) -> list[
 
 
 def _queue_reasons(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
-    infos = queue_infos(conn, db, now, name=job.queue)
+    infos = queue_infos(conn, db, now, name=job.queue, exact=False)  # needs live counts only
     reasons = []
     info = infos[0] if infos else None
     if info is not None and info.paused:

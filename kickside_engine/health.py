@@ -14,6 +14,7 @@ from sqlalchemy import BigInteger, cast, func, select, text
 from kickside_engine import migrate
 from kickside_engine.capacity import capacity_groups
 from kickside_engine.clock import ensure_aware
+from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.control import list_nodes, list_queues
 from kickside_engine.errors import KicksideError
 from kickside_engine.models import JobState
@@ -47,12 +48,12 @@ class HealthReport:
 
 
 def doctor(db: Database, now: datetime) -> HealthReport:
-    """Check schema, nodes, leases, queues, capacity settings, stuck jobs, tables, NOTIFY."""
+    """Check schema, nodes, leases, queues, capacity, stuck jobs, consistency, tables, NOTIFY."""
     now = ensure_aware(now, "now")
     findings = [_schema(db)]
     if findings[0].status == "fail":
         return HealthReport(findings)
-    for check in (_nodes, _leases, _queues, _capacity, _stuck, _tables, _notify):
+    for check in (_nodes, _leases, _queues, _capacity, _stuck, _consistency, _tables, _notify):
         try:
             findings.append(check(db, now))
         except KicksideError as exc:
@@ -110,7 +111,7 @@ def _leases(db: Database, now: datetime) -> Finding:
 
 
 def _queues(db: Database, now: datetime) -> Finding:
-    orphaned = [q.name for q in list_queues(db, now) if q.no_node]
+    orphaned = [q.name for q in list_queues(db, now, exact=False) if q.no_node]
     if orphaned:
         return Finding(
             "queues",
@@ -155,6 +156,19 @@ def _stuck(db: Database, now: datetime) -> Finding:
             {"jobs": stuck[:20]},
         )
     return Finding("stuck", "ok", "no job past its max execution")
+
+
+def _consistency(db: Database, now: datetime) -> Finding:
+    problems = find_inconsistencies(db)
+    if problems:
+        return Finding(
+            "consistency",
+            "fail",
+            "jobs in impossible states: "
+            + "; ".join(f"{len(p.job_ids)} {p.description}" for p in problems),
+            {p.check: [str(i) for i in p.job_ids] for p in problems},
+        )
+    return Finding("consistency", "ok", "every job and run is in a consistent state")
 
 
 def _tables(db: Database, now: datetime) -> Finding:

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, case, literal_column, or_, true
 
-from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff
+from kickside_engine.backoff import DEFAULT_BACKOFF, MAX_DELAY, Backoff
 from kickside_engine.models import ClaimedJob, JobKind, JobState, RunOutcome
 from kickside_engine.redact import redact_text, truncate
 from kickside_engine.store.outcomes import Settlement
@@ -125,7 +125,7 @@ def settlement_for(
             values.update(_final(claimed, JobState.COMPLETED, now))
     elif kind is ResultKind.SNOOZE:
         run_outcome = RunOutcome.SNOOZED
-        delay = result.snooze or timedelta(0)
+        delay = min(max(result.snooze or timedelta(0), timedelta(0)), MAX_DELAY)
         values.update(
             state=JobState.SCHEDULED.value,
             scheduled_at=now + delay,

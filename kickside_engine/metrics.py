@@ -74,6 +74,8 @@ class Overview:
     expired_leases: int
     queues_without_node: list[str] = field(default_factory=list)
     paused_queues: list[str] = field(default_factory=list)
+    #: Per queue, the states whose count is an estimate (only with ``exact=False``).
+    approximate: dict[str, frozenset[JobState]] = field(default_factory=dict)
 
 
 def _bucket_index(db: Database, column: Any, seconds: int) -> Any:
@@ -192,13 +194,17 @@ def queue_metrics(
     return result
 
 
-def overview(db: Database, now: datetime) -> Overview:
-    """Counts per queue and state, nodes, the last minute's throughput, and stuck work."""
+def overview(db: Database, now: datetime, *, exact: bool = True) -> Overview:
+    """Counts per queue and state, nodes, the last minute's throughput, and stuck work.
+
+    ``exact=False`` keeps it fast on a big history: large counts of completed, cancelled and
+    discarded jobs are then estimates, named in :attr:`Overview.approximate`.
+    """
     now = ensure_aware(now, "now")
     job = db.tables.job
     run = db.tables.job_run
     with db.read() as conn:
-        infos = queue_infos(conn, db, now)
+        infos = queue_infos(conn, db, now, exact=exact)
         last_minute = conn.execute(
             select(
                 func.sum(func.cast(run.c.outcome == RunOutcome.COMPLETED.value, Integer)),
@@ -223,4 +229,5 @@ def overview(db: Database, now: datetime) -> Overview:
         expired_leases=int(expired),
         queues_without_node=[i.name for i in infos if i.no_node],
         paused_queues=[i.name for i in infos if i.paused],
+        approximate={i.name: i.approximate for i in infos if i.approximate},
     )

@@ -29,6 +29,7 @@ from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.models import JobKind, JobState
 from kickside_engine.store.database import Database
+from kickside_engine.text import require_text
 
 RUNS_PER_CALL = 100
 
@@ -42,7 +43,7 @@ class _Pending:
 def _required(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgumentError(f"{field} is required: a non-empty string, got {value!r}")
-    return value
+    return require_text(value, field, max_length=None)
 
 
 def purge_slot(

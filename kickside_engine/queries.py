@@ -1,15 +1,18 @@
 """The operator reads of jobs: filters and search, keyset paging, counts and job detail.
 
 Listings stay fast on millions of rows: pages are keyset-paginated on ``(inserted_at DESC,
-id DESC)`` with an opaque cursor (never OFFSET), and counts by queue and state are one GROUP BY
-that ``ix_kickside_job_fetch (state, queue, ...)`` covers.
+id DESC)`` with an opaque cursor (never OFFSET), and a count can stop at a limit. Counts by
+queue and state live in :mod:`kickside_engine.counts`; a search that no index serves is read in
+bounded windows by :mod:`kickside_engine.search`.
 
 Search is a case-insensitive substring match over args and error messages, in which ``%``,
-``_`` and ``\\`` match literally. Args are searched as their JSON text (``LOWER(CAST(args AS
-text)) LIKE``), with the needle encoded the way JSON encodes a string value, so a needle with
-quotes or backslashes finds the value and can never match JSON punctuation between values.
-Error messages are searched element by element. Args and errors are stored redacted, so a
-secret that was redacted cannot be found. On SQLite, case folding covers ASCII letters only.
+``_``, ``\\`` and quotes match literally. In args it looks at each key and each scalar value
+(strings as their text, numbers and booleans as JSON writes them), never at the JSON
+punctuation or escapes between them. A cheap ``LOWER(CAST(args AS text)) LIKE`` on the args'
+JSON text (with the needle encoded the way JSON encodes a string) selects the candidates
+first; the exact test on the keys and values then runs on those only. Error messages are
+searched element by element. Args and errors are stored redacted, so a secret that was
+redacted cannot be found. On SQLite, case folding covers ASCII letters only.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from sqlalchemy import (
     Connection,
     Text,
     and_,
+    case,
     cast,
     exists,
     func,
     literal,
+    literal_column,
     or_,
     select,
     true,
@@ -44,6 +49,7 @@ from kickside_engine.ids import require_uuid
 from kickside_engine.models import Job, JobKind, JobState, Run
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row, run_from_row
+from kickside_engine.text import require_text
 
 MAX_PAGE = 1000
 MAX_SEARCH_LENGTH = 1000
@@ -57,8 +63,9 @@ def _names(value: Iterable[str] | None, field: str) -> tuple[str, ...]:
         raise InvalidArgumentError(f"{field} must be a sequence of strings, not one string")
     names: list[str] = []
     for item in value:
-        if not isinstance(item, str) or not item or len(item) > 255 or "\x00" in item:
+        if not isinstance(item, str) or not item or len(item) > 255:
             raise InvalidArgumentError(f"{field} must hold non-empty strings, got {item!r}")
+        require_text(item, field, allow_empty=True)
         if item not in names:
             names.append(item)
     return tuple(names)
@@ -108,8 +115,7 @@ class JobFilter:
                 raise InvalidArgumentError(f"search must be a string, got {search!r}")
             if len(search) > MAX_SEARCH_LENGTH:
                 raise InvalidArgumentError(f"search is longer than {MAX_SEARCH_LENGTH} characters")
-            if "\x00" in search:
-                raise InvalidArgumentError("search contains a NUL character")
+            require_text(search, "search", max_length=None, allow_empty=True)
             object.__setattr__(self, "search", search or None)
 
     def as_dict(self) -> dict[str, Any]:
@@ -153,7 +159,10 @@ def _search_clause(db: Database, needle: str) -> ColumnElement[bool]:
     # The JSON text of args escapes quotes, backslashes and control characters (SQLAlchemy's
     # serializer on SQLite also escapes non-ASCII; jsonb output does not).
     encoded = json.dumps(needle, ensure_ascii=db.is_sqlite)[1:-1]
-    in_args = func.lower(cast(job.c.args, Text)).like(like_pattern(encoded), escape="\\")
+    # Every job whose args hold the needle passes this filter; a few more may (an escape such
+    # as "\\n" holds an "n"), and the exact test on keys and values removes them.
+    in_json = func.lower(cast(job.c.args, Text)).like(like_pattern(encoded), escape="\\")
+    in_args = and_(in_json, _args_hold(db, like_pattern(needle)))
     if db.is_postgresql:
         element = (
             func.jsonb_array_elements(job.c.errors).table_valued("value").render_derived()
@@ -168,6 +177,51 @@ def _search_clause(db: Database, needle: str) -> ColumnElement[bool]:
         .where(func.lower(message).like(like_pattern(needle), escape="\\"))
     )
     return or_(in_args, in_errors)
+
+
+# Each scalar of the args (not objects or arrays), and each key of every object.
+_PG_SCALARS: ColumnElement[Any] = literal_column(
+    """'strict $.** ? (@.type() != "object" && @.type() != "array")'::jsonpath"""
+)
+_PG_KEYS: ColumnElement[Any] = literal_column(
+    """'strict $.** ? (@.type() == "object").keyvalue().key'::jsonpath"""
+)
+
+
+def _args_hold(db: Database, pattern: str) -> ColumnElement[bool]:
+    """Whether a key or a scalar value of the args matches ``pattern`` (lowercase LIKE)."""
+    job = db.tables.job
+    if db.is_postgresql:
+        found = []
+        for name, path in (("v", _PG_SCALARS), ("k", _PG_KEYS)):
+            item = func.jsonb_path_query(job.c.args, path).table_valued("value")
+            item = item.render_derived().alias(name)
+            text_of = item.c.value.op("#>>")(literal_column("'{}'"))
+            found.append(
+                exists(
+                    select(literal(1))
+                    .select_from(item)
+                    .where(func.lower(text_of).like(pattern, escape="\\"))
+                )
+            )
+        return or_(*found)
+    node = func.json_tree(job.c.args).table_valued("key", "atom", "type").alias("t")
+    scalar = case(
+        (node.c.type.in_(("true", "false")), node.c.type),
+        (node.c.type.in_(("text", "integer", "real")), cast(node.c.atom, Text)),
+        else_=None,
+    )
+    key = case((func.typeof(node.c.key) == "text", node.c.key), else_=None)
+    return exists(
+        select(literal(1))
+        .select_from(node)
+        .where(
+            or_(
+                func.lower(scalar).like(pattern, escape="\\"),
+                func.lower(key).like(pattern, escape="\\"),
+            )
+        )
+    )
 
 
 def _tags_clause(db: Database, tags: tuple[str, ...]) -> ColumnElement[bool]:
@@ -220,6 +274,18 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise InvalidArgumentError(f"cursor {cursor[:80]!r} is not a job listing cursor") from None
 
 
+def older_than(db: Database, cursor: str) -> ColumnElement[bool]:
+    """The jobs after ``cursor`` in listing order (older, or as old with a smaller id)."""
+    job = db.tables.job
+    at, last_id = _decode_cursor(cursor)
+    # The redundant ``inserted_at <= at`` is what lets an index scan start at the cursor
+    # instead of filtering every newer job out.
+    return and_(
+        job.c.inserted_at <= at,
+        or_(job.c.inserted_at < at, and_(job.c.inserted_at == at, job.c.id < last_id)),
+    )
+
+
 def _check_limit(limit: int) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidArgumentError(f"limit must be 1..{MAX_PAGE}, got {limit!r}")
@@ -243,10 +309,7 @@ def list_jobs(
         .limit(limit + 1)
     )
     if cursor is not None:
-        at, last_id = _decode_cursor(cursor)
-        stmt = stmt.where(
-            or_(job.c.inserted_at < at, and_(job.c.inserted_at == at, job.c.id < last_id))
-        )
+        stmt = stmt.where(older_than(db, cursor))
     with db.read() as conn:
         jobs = [job_from_row(r) for r in conn.execute(stmt)]
     more = len(jobs) > limit
@@ -254,35 +317,22 @@ def list_jobs(
     return JobPage(jobs, _encode_cursor(jobs[-1]) if more else None)
 
 
-def count_jobs(db: Database, flt: JobFilter | None = None) -> int:
-    """How many jobs match ``flt``."""
+def count_jobs(db: Database, flt: JobFilter | None = None, *, limit: int | None = None) -> int:
+    """How many jobs match ``flt``; with ``limit``, counting stops there (``min(count, limit)``).
+
+    A limit keeps a count of millions of jobs cheap: the dashboard shows ``limit+`` instead.
+    """
     job = db.tables.job
-    stmt = select(func.count()).select_from(job).where(filter_clause(db, flt or JobFilter()))
+    where = filter_clause(db, flt or JobFilter())
+    if limit is None:
+        stmt = select(func.count()).select_from(job).where(where)
+    else:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}")
+        matching = select(literal(1)).select_from(job).where(where).limit(limit).subquery()
+        stmt = select(func.count()).select_from(matching)
     with db.read() as conn:
         return int(conn.execute(stmt).scalar_one())
-
-
-def zero_counts() -> dict[JobState, int]:
-    return dict.fromkeys(JobState, 0)
-
-
-def read_state_counts(
-    conn: Connection, db: Database, queue: str | None = None
-) -> dict[str, dict[JobState, int]]:
-    job = db.tables.job
-    stmt = select(job.c.queue, job.c.state, func.count()).group_by(job.c.queue, job.c.state)
-    if queue is not None:
-        stmt = stmt.where(job.c.queue == queue)
-    counts: dict[str, dict[JobState, int]] = {}
-    for name, state, count in conn.execute(stmt):
-        counts.setdefault(name, zero_counts())[JobState(state)] = int(count)
-    return counts
-
-
-def state_counts(db: Database) -> dict[str, dict[JobState, int]]:
-    """Jobs per queue and state (every state present, zero when none), for the overview."""
-    with db.read() as conn:
-        return read_state_counts(conn, db)
 
 
 def parse_job_id(job_id: uuid.UUID | str) -> uuid.UUID:

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, delete, select
 from kickside_engine.clock import utcnow
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.store.database import Database
+from kickside_engine.text import require_storable_json, require_text
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,9 @@ class Setting:
 
 
 def _check_name(value: str, field: str) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 255 or "\x00" in value:
+    if not isinstance(value, str) or not value.strip() or len(value) > 255:
         raise InvalidArgumentError(f"setting {field} must be a non-empty string (≤255)")
-    return value
+    return require_text(value, f"setting {field}")
 
 
 def set_setting(
@@ -49,9 +50,10 @@ def set_setting(
     _check_name(namespace, "namespace")
     _check_name(key, "key")
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"setting value is not JSON: {exc}") from None
+    require_storable_json(encoded, "setting value")
     now = now or utcnow()
     table = db.tables.setting
     stmt = db.upsert_insert(table).values(

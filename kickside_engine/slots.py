@@ -26,6 +26,7 @@ from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.purge import RUNS_PER_CALL, purge_slot
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row
+from kickside_engine.text import require_text
 from kickside_engine.wake import (
     WakeKey,
     WakeMultiResult,
@@ -102,7 +103,8 @@ def enqueue_slot(
 
 def _insert_skipping_identity_conflict(db: Database) -> Any:
     return db.upsert_insert(db.tables.job).on_conflict_do_nothing(
-        index_elements=["namespace", "scope", "identity_key"]
+        index_elements=["namespace", "scope", "identity_key"],
+        index_where=db.tables.job.c.identity_key.is_not(None),  # the index is partial
     )
 
 
@@ -230,9 +232,9 @@ def list_slots(
         .limit(limit)
     )
     if namespace is not None:
-        stmt = stmt.where(job.c.namespace == namespace)
+        stmt = stmt.where(job.c.namespace == _lookup(namespace, "namespace"))
     if scope is not None:
-        stmt = stmt.where(job.c.scope == scope)
+        stmt = stmt.where(job.c.scope == _lookup(scope, "scope"))
     last_runs: dict[uuid.UUID, Row[Any]] = {}
     with db.read() as conn:
         jobs = [job_from_row(r) for r in conn.execute(stmt)]
@@ -245,6 +247,11 @@ def list_slots(
             for r in conn.execute(select(run).where(run.c.id.in_(last_ids.scalar_subquery()))):
                 last_runs[r.job_id] = r
     return [_slot_info(j, last_runs.get(j.id), now) for j in jobs]
+
+
+def _lookup(value: str, field: str) -> str:
+    """A lookup value: any length (a longer one matches nothing), but storable text."""
+    return require_text(value, field, max_length=None, allow_empty=True)
 
 
 def _slot_info(job: Job, last: Row[Any] | None, now: datetime) -> SlotInfo:
@@ -306,7 +313,9 @@ def disable_slot(
         row = _locked_slot(db, conn, parsed)
         state = JobState(row.state)
         if state is JobState.DISABLED:
-            return job_from_row(row)
+            unchanged = job_from_row(row)
+            _audit(conn, db, actor, "disable", unchanged, now, changed=False)
+            return unchanged
         if state not in _DISABLE_FROM:
             raise ConflictError(
                 f"slot {parsed} is {state.value} and cannot be disabled now",
@@ -333,7 +342,9 @@ def enable_slot(
     with db.begin() as conn:
         row = _locked_slot(db, conn, parsed)
         if row.state != JobState.DISABLED.value:
-            return job_from_row(row)
+            unchanged = job_from_row(row)
+            _audit(conn, db, actor, "enable", unchanged, now, changed=False)
+            return unchanged
         values: dict[str, Any] = {"state": JobState.PARKED.value, "attempt": 0, "updated_at": now}
         if row.demand_pending or row.control_pending:
             values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
@@ -365,7 +376,9 @@ def park_job(
         row = _locked_slot(db, conn, parsed)
         state = JobState(row.state)
         if state is JobState.PARKED:
-            return job_from_row(row)
+            unchanged = job_from_row(row)
+            _audit(conn, db, actor, "park", unchanged, now, changed=False)
+            return unchanged
         if state not in _PARK_FROM:
             raise ConflictError(
                 f"slot {parsed} is {state.value} and cannot be parked now",
@@ -389,7 +402,16 @@ def park_job(
 
 
 def _audit(
-    conn: Connection, db: Database, actor: Actor | None, action: str, job: Job, now: datetime
+    conn: Connection,
+    db: Database,
+    actor: Actor | None,
+    action: str,
+    job: Job,
+    now: datetime,
+    *,
+    changed: bool = True,
 ) -> None:
+    """Audit an operator's slot action, also when it found nothing to change."""
     if actor is not None:
-        record_audit(conn, db, actor, action, "job", str(job.id), {"state": job.state.value}, now)
+        details = {"state": job.state.value, "changed": changed}
+        record_audit(conn, db, actor, action, "job", str(job.id), details, now)

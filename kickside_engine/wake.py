@@ -42,6 +42,7 @@ from kickside_engine.ids import require_uuid
 from kickside_engine.models import FINAL_STATES, JobKind, JobState
 from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.store.database import Database
+from kickside_engine.text import require_text
 
 #: A pool whose node row was refreshed this recently counts as live for :func:`nudge_workers`.
 NODE_FRESHNESS = timedelta(seconds=30)
@@ -193,6 +194,8 @@ def _wake_key(value: Any) -> WakeKey:
     for part, name in zip(value, ("namespace", "scope", "key"), strict=True):
         if not isinstance(part, str) or not part:
             raise InvalidArgumentError(f"wake key {name} must be a non-empty string, got {part!r}")
+        # No identity part is longer than 255 characters (and NOTIFY payloads are bounded).
+        require_text(part, f"wake key {name}", allow_empty=True)
     return WakeKey(*value)
 
 

@@ -44,7 +44,7 @@ def validate_name(value: object, field: str, *, max_length: int = 255) -> str:
     """A worker or queue name: non-empty, printable, no spaces, at most ``max_length``."""
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError(f"{field} must be a non-empty string, got {value!r}")
-    if len(value) > max_length or not NAME_PATTERN.match(value):
+    if len(value) > max_length or not NAME_PATTERN.fullmatch(value):
         raise InvalidArgumentError(
             f"invalid {field} {value[:80]!r}: use letters, digits and _ . : - / "
             f"(at most {max_length} characters, starting with a letter or _)"

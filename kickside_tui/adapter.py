@@ -44,15 +44,17 @@ from kickside_engine.control import (
     list_jobs,
     list_nodes,
     list_queues,
-    list_runs,
+    open_runs,
     pause_queue,
     resume_queue,
     retry_job,
 )
 from kickside_engine.explain import Explanation, explain
 from kickside_engine.health import HealthReport, doctor
+from kickside_engine.listen import Subscription, listen
 from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
 from kickside_engine.plugins.cron import CronEntryStatus, Recurring, cron_status
+from kickside_engine.search import SCAN_LIMIT, scan_jobs
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, purge_slot, wake_job
 
 #: How far back the sparklines reach, one bucket a minute.
@@ -60,6 +62,8 @@ SPARK_WINDOW = timedelta(minutes=30)
 SPARK_BUCKET = timedelta(minutes=1)
 #: Executing jobs shown on the Leases view (each costs one run-history read).
 MAX_LEASES = 100
+#: The Jobs view counts matches up to this many (a count of millions costs a scan).
+COUNT_LIMIT = 100_000
 
 
 class ReadOnlyError(KicksideError):
@@ -70,7 +74,10 @@ class ReadOnlyError(KicksideError):
 
 @dataclass(frozen=True)
 class QueueRow:
-    """One queue on the Overview: counts by state, paused, and live concurrency."""
+    """One queue on the Overview: counts by state, paused, and live concurrency.
+
+    ``approximate`` names the states whose count is an estimate (large history on PostgreSQL).
+    """
 
     name: str
     counts: dict[JobState, int]
@@ -78,6 +85,7 @@ class QueueRow:
     concurrency: int
     has_node: bool
     no_node: bool
+    approximate: frozenset[JobState] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -95,10 +103,23 @@ class OverviewData:
 
 @dataclass(frozen=True)
 class JobsData:
-    """One page of the Jobs view; ``total`` is None when the count was not asked for."""
+    """One page of the Jobs view.
+
+    ``total`` is None when the count was not asked for (and for a search, which is never
+    counted); a count that reached :data:`COUNT_LIMIT` is ``COUNT_LIMIT + 1`` (shown ``+``).
+    A search reads the table in windows: ``windows`` says how many, and ``scanned_to`` is
+    the insert time it had searched back to when it was stopped before the page was full.
+    """
 
     page: JobPage
     total: int | None
+    windows: int = 0
+    scanned_to: datetime | None = None
+
+    @property
+    def total_capped(self) -> bool:
+        """Whether the count stopped at :data:`COUNT_LIMIT`."""
+        return self.total is not None and self.total > COUNT_LIMIT
 
 
 @dataclass(frozen=True)
@@ -124,10 +145,9 @@ class LeaseInfo:
 
 @dataclass(frozen=True)
 class MetricsData:
-    """The Metrics & health view; ``health`` is None when the doctor was not asked to run."""
+    """The Metrics & health view's refresh (the doctor runs apart: :meth:`Adapter.health`)."""
 
     queues: list[QueueMetrics]
-    health: HealthReport | None
     audit: list[AuditEntry]
 
 
@@ -168,6 +188,8 @@ class Adapter:
     schedule: Sequence[Recurring] = ()
     #: Shown in the header instead of the database URL when set (screenshots use it).
     label: str | None = None
+    #: Jobs one search query reads (a window); a search runs window after window.
+    search_window: int = SCAN_LIMIT
 
     def now(self) -> datetime:
         """The dashboard's current time (tests pin it)."""
@@ -179,6 +201,15 @@ class Adapter:
             return self.label
         where = self.db.display_url()
         return f"{where} schema={self.db.schema}" if self.db.schema else where
+
+    @property
+    def live(self) -> bool:
+        """Whether other processes' changes are notified (PostgreSQL), not only polled."""
+        return self.db.is_postgresql
+
+    def listen(self, callback: Callable[[str], None]) -> Subscription:
+        """Call ``callback(payload)`` (on another thread) when a change commits; stop it after."""
+        return listen(self.db, callback)
 
     def schema_problem(self) -> str | None:
         """Why the schema cannot be read (not migrated, too old), or None when it is current."""
@@ -192,7 +223,7 @@ class Adapter:
 
     def overview(self, now: datetime) -> OverviewData:
         """Queues with counts, the last half hour's throughput, nodes and stuck work."""
-        summary = overview(self.db, now)
+        summary = overview(self.db, now, exact=False)
         live = [n for n in list_nodes(self.db, now) if not n.stale]
         queues = [
             QueueRow(
@@ -202,6 +233,7 @@ class Adapter:
                 concurrency=sum(n.queues.get(name, 0) for n in live),
                 has_node=any(name in n.queues for n in live),
                 no_node=name in summary.queues_without_node,
+                approximate=summary.approximate.get(name, frozenset()),
             )
             for name, counts in sorted(summary.counts.items())
         ]
@@ -235,8 +267,40 @@ class Adapter:
     ) -> JobsData:
         """One keyset page of the jobs matching ``flt``, newest first, and their count."""
         page = list_jobs(self.db, flt, limit=limit, cursor=cursor)
-        total = count_jobs(self.db, flt) if with_total else None
+        total = count_jobs(self.db, flt, limit=COUNT_LIMIT + 1) if with_total else None
         return JobsData(page, total)
+
+    def search(
+        self,
+        flt: JobFilter,
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        on_progress: Callable[[int, datetime | None], None] | None = None,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> JobsData:
+        """A page of a free-text search, read in bounded windows until it is full.
+
+        Each window is one short query (:func:`~kickside_engine.search.scan_jobs`); between
+        windows ``on_progress(found, scanned_to)`` reports the matches so far, and ``stop()``
+        returning True ends the search early (the page then continues where it stopped).
+        """
+        found: list[Job] = []
+        windows = 0
+        while True:
+            page = scan_jobs(
+                self.db, flt, limit=limit - len(found), cursor=cursor,
+                scan_limit=self.search_window,
+            )
+            windows += 1
+            found += page.jobs
+            if page.complete or page.next_cursor is None:
+                return JobsData(JobPage(found, page.next_cursor), None, windows)
+            cursor = page.next_cursor
+            if stop():
+                return JobsData(JobPage(found, cursor), None, windows, page.scanned_to)
+            if on_progress is not None:
+                on_progress(len(found), page.scanned_to)
 
     def job(self, job_id: uuid.UUID, now: datetime) -> JobDetailData:
         """A job's detail, retry history and the engine's explanation of why it is not running."""
@@ -254,9 +318,9 @@ class Adapter:
         )
         nodes = {n.name: n for n in list_nodes(self.db, now)}
         leases = []
+        running = open_runs(self.db, [job.id for job in page.jobs])
         for job in page.jobs:
-            runs = list_runs(self.db, job.id)
-            open_run = next((r for r in reversed(runs) if not r.settled), None)
+            open_run = running.get(job.id)
             node = nodes.get(job.lease_owner or "")
             leases.append(
                 LeaseInfo(
@@ -281,18 +345,21 @@ class Adapter:
         """Capacity groups with limits, usage and the jobs refused admission."""
         return capacity_groups(self.db, now)
 
-    def metrics(self, now: datetime, *, with_health: bool) -> MetricsData:
-        """Per-queue throughput and percentiles, the audit trail, and the doctor when asked."""
+    def metrics(self, now: datetime) -> MetricsData:
+        """Per-queue throughput and percentiles, and the audit trail."""
         per_queue = queue_metrics(self.db, now, window=SPARK_WINDOW, bucket=SPARK_BUCKET)
-        health = doctor(self.db, now) if with_health else None
         audit = list_audit(self.db, limit=50).entries
-        return MetricsData(per_queue, health, audit)
+        return MetricsData(per_queue, audit)
+
+    def health(self, now: datetime) -> HealthReport:
+        """The doctor's findings (it checks the whole database: seconds at millions of jobs)."""
+        return doctor(self.db, now)
 
     def ops(self, now: datetime) -> OpsData:
         """Queues, nodes and the cron schedule's last and next runs."""
         cron = cron_status(self.db, self.schedule, now) if self.schedule else []
         return OpsData(
-            queues=list_queues(self.db, now),
+            queues=list_queues(self.db, now, exact=False),
             nodes=list_nodes(self.db, now),
             cron=cron,
             schedule_loaded=bool(self.schedule),

@@ -2,8 +2,9 @@
 
 One screen per view, each a Textual mode reachable by a digit key and from the command palette.
 The app refreshes the current view every ``refresh_seconds`` (database work runs in thread
-workers, so the UI never waits on the database) and keeps retrying through outages with a
-banner on screen.
+workers, so the UI never waits on the database) and, on PostgreSQL, also when a change commits
+(the engine's notifications, at most one refresh per ``NOTIFY_DEBOUNCE_S``). It keeps retrying
+through outages with a banner on screen.
 """
 
 from __future__ import annotations
@@ -12,17 +13,21 @@ import importlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 
 from kickside_engine import InvalidArgumentError, KicksideError, connect_database
 from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
+from kickside_engine.listen import Subscription
 from kickside_engine.plugins.cron import Recurring
 from kickside_tui.adapter import Adapter
 from kickside_tui.screens.base import ViewScreen
@@ -47,6 +52,15 @@ SCREENS: dict[str, type[ViewScreen]] = {
 }
 MIN_REFRESH = 0.2
 MAX_REFRESH = 60.0
+#: A burst of notifications refreshes the view at most once per this many seconds.
+NOTIFY_DEBOUNCE_S = 0.25
+
+
+@dataclass
+class DatabaseNotified(Message):
+    """A change committed in the database (posted from the listening thread)."""
+
+    payload: str
 
 
 class KicksideApp(App[None]):
@@ -72,6 +86,12 @@ class KicksideApp(App[None]):
         self.adapter = adapter
         self.refresh_seconds = refresh_seconds
         self._timer: Timer | None = None
+        self._subscription: Subscription | None = None
+        self._notify_timer: Timer | None = None
+        self._notified_refresh_at = 0.0
+        #: Notifications received, and the refreshes they caused (tests read these).
+        self.notifications = 0
+        self.notified_refreshes = 0
         for name, screen in SCREENS.items():
             self.add_mode(name, lambda screen=screen: screen(adapter))  # type: ignore[misc]
 
@@ -82,19 +102,56 @@ class KicksideApp(App[None]):
     def on_mount(self) -> None:
         self._describe()
         self.switch_mode("overview")
-        self._timer = self.set_interval(self.refresh_seconds, self.refresh_views)
+        self._timer = self.set_interval(self.refresh_seconds, self._refresh_on_timer)
+        self._subscription = self.adapter.listen(self._notified)
+
+    def on_unmount(self) -> None:
+        if self._subscription is not None:
+            self._subscription.stop()
+
+    @property
+    def listening(self) -> bool:
+        """Whether the dashboard is connected to the database's notifications."""
+        return self._subscription is not None and self._subscription.connected.is_set()
 
     def _describe(self) -> None:
-        parts = [self.adapter.describe(), f"every {self.refresh_seconds:g}s"]
+        every = f"every {self.refresh_seconds:g}s"
+        parts = [self.adapter.describe(), every + (" and on change" if self.adapter.live else "")]
         if self.read_only:
             parts.append("read-only")
         self.sub_title = " · ".join(parts)
 
-    def refresh_views(self) -> None:
-        """Reload the data of the view on screen (a dialog above it leaves it refreshing)."""
+    def refresh_views(self, *, auto: bool = False) -> None:
+        """Reload the data of the view on screen (a dialog above it leaves it refreshing).
+
+        ``auto`` marks a refresh nobody asked for (timer, notification): a view may skip it
+        when it would be costly (a long search).
+        """
         for screen in self.screen_stack:
             if isinstance(screen, ViewScreen):
-                screen.reload()
+                if auto:
+                    screen.auto_reload()
+                else:
+                    screen.reload()
+
+    def _refresh_on_timer(self) -> None:
+        self.refresh_views(auto=True)
+
+    def _notified(self, payload: str) -> None:
+        self.post_message(DatabaseNotified(payload))  # from the listening thread: thread-safe
+
+    def on_database_notified(self, message: DatabaseNotified) -> None:
+        self.notifications += 1
+        if self._notify_timer is not None:
+            return  # a refresh is already on its way
+        wait = self._notified_refresh_at + NOTIFY_DEBOUNCE_S - time.monotonic()
+        self._notify_timer = self.set_timer(max(wait, 0.01), self._refresh_on_notify)
+
+    def _refresh_on_notify(self) -> None:
+        self._notify_timer = None
+        self._notified_refresh_at = time.monotonic()
+        self.notified_refreshes += 1
+        self.refresh_views(auto=True)
 
     def view_screen(self) -> ViewScreen | None:
         """The view of the current mode."""
@@ -120,7 +177,7 @@ class KicksideApp(App[None]):
         self.refresh_seconds = seconds
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_interval(seconds, self.refresh_views)
+        self._timer = self.set_interval(seconds, self._refresh_on_timer)
         self._describe()
         self.notify(f"refreshing every {seconds:g}s")
 
@@ -131,6 +188,12 @@ class KicksideApp(App[None]):
                 lambda name=name: self.switch_mode(name),
             )
         yield SystemCommand("Refresh now", "Reload the current view", self.refresh_views)
+        for label, verb, factor, key in (("faster", "Halve", 0.5, "+"),
+                                         ("slower", "Double", 2.0, "-")):
+            yield SystemCommand(
+                f"Refresh {label}", f"{verb} the refresh interval (key {key})",
+                lambda factor=factor: self.action_interval(factor),
+            )
         yield SystemCommand("Help", "Keys, views and state colours", self.action_help)
         view = self.view_screen()
         if view is not None:
@@ -145,7 +208,7 @@ def load_schedule(spec: str) -> list[Recurring]:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except (ImportError, ValueError, TypeError) as exc:  # "" and ".x" are not module names
         raise InvalidArgumentError(f"schedule: cannot import {module_name!r}: {exc}") from None
     entries = getattr(module, attribute or "SCHEDULE", None)
     if not isinstance(entries, Sequence) or not all(isinstance(e, Recurring) for e in entries):

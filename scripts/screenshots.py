@@ -3,19 +3,20 @@
     .venv/bin/python scripts/screenshots.py [--out screenshots]
 
 Builds the demo data set of ``tests/tui/fixtures.py`` in a temporary SQLite file, opens the
-dashboard on it with the clock pinned, and saves an SVG of every view (and a PNG beside it when
-``rsvg-convert`` or ``cairosvg`` is available). The files are generated, never edited by hand.
+dashboard on it with the clock pinned, and saves an SVG of every view, and a PNG beside it when
+``rsvg-convert`` or ``cairosvg`` (the ``dev`` extra, with the system's libcairo) works here;
+otherwise it says why and keeps the SVGs. The files are generated, never edited by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,18 +41,39 @@ SHOTS: tuple[tuple[str, tuple[str, ...], tuple[int, int]], ...] = (
 )
 
 
-def _png(svg: Path) -> bool:
-    """Convert ``svg`` to PNG beside it, if a converter is installed."""
-    png = svg.with_suffix(".png")
-    if shutil.which("rsvg-convert"):
-        subprocess.run(["rsvg-convert", "-o", str(png), str(svg)], check=True)
-        return True
-    if importlib.util.find_spec("cairosvg") is not None:
-        import cairosvg  # type: ignore[import-not-found]
+def _monospaced(svg: Path) -> bytes:
+    """The SVG with a monospace fallback for Textual's web font, which a converter lacks.
 
-        cairosvg.svg2png(url=str(svg), write_to=str(png))
-        return True
-    return False
+    Without one the terminal's text is set in a proportional font and its columns drift.
+    """
+    text = svg.read_text().replace(
+        "font-family: Fira Code, monospace", 'font-family: "DejaVu Sans Mono", monospace'
+    )
+    return text.encode()
+
+
+def png_converter() -> tuple[Callable[[Path, Path], None] | None, str]:
+    """The first SVG-to-PNG converter that works here, or None and why there is none.
+
+    ``rsvg-convert`` if installed, else ``cairosvg`` (the ``dev`` extra), which needs the
+    system's libcairo: without it the import fails and the screenshots stay SVG only.
+    """
+    if shutil.which("rsvg-convert"):
+
+        def rsvg(svg: Path, png: Path) -> None:
+            subprocess.run(["rsvg-convert", "-o", str(png)], input=_monospaced(svg), check=True)
+
+        return rsvg, "rsvg-convert"
+    try:
+        import cairosvg  # type: ignore[import-untyped,unused-ignore]
+    except (ImportError, OSError) as exc:  # not installed, or libcairo missing beneath it
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"no SVG converter (rsvg-convert, or cairosvg with libcairo): {why}"
+
+    def cairo(svg: Path, png: Path) -> None:
+        cairosvg.svg2png(bytestring=_monospaced(svg), write_to=str(png))
+
+    return cairo, "cairosvg"
 
 
 async def _shoot(url: str, name: str, keys: tuple[str, ...], size: tuple[int, int],
@@ -86,13 +108,17 @@ def main() -> None:
             build_demo_data(db)
         finally:
             db.dispose()
-        pngs = 0
+        convert, how = png_converter()
         for name, keys, size in SHOTS:
             path = asyncio.run(_shoot(url, name, keys, size, out))
-            pngs += _png(path)
-            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
-    if not pngs:
-        print("no SVG converter (rsvg-convert or cairosvg): SVG only")
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            if convert is not None:
+                convert(path, path.with_suffix(".png"))
+                print(f"wrote {shown} and its PNG ({how})")
+            else:
+                print(f"wrote {shown}")
+    if convert is None:
+        print(f"SVG only: {how}")
 
 
 if __name__ == "__main__":

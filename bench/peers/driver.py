@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.peers import protocol
+from bench.peers import multinode, protocol
 
 SYSTEMS = {
     "procrastinate": "bench.peers.procrastinate_peer",
@@ -30,7 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schema", required=True)
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--count", action="append", default=[], metavar="WORKLOAD=N")
+    parser.add_argument(
+        "--history",
+        default="10000,1000000",
+        metavar="SMALL,LARGE",
+        help="history_scale's two history sizes",
+    )
+    parser.add_argument("--pool-counts", default="1,2,4", metavar="N,N,...")
     args = parser.parse_args(argv)
+    small, large = (int(x) for x in args.history.split(","))
+    pool_counts = tuple(int(x) for x in args.pool_counts.split(","))
     counts = {k: int(v) for k, _, v in (c.partition("=") for c in args.count)}
 
     module: Any = importlib.import_module(SYSTEMS[args.system])
@@ -49,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
             protocol.WorkerProcess(peer.module, worker_args, log),
             n,
             args.workdir / f"latency-{args.system}.stamps",
+        ),
+        "history_scale": lambda n: protocol.history_scale(
+            peer, n, {"small": small, "large": large}
+        ),
+        "multi_node": lambda n: multinode.multi_node(
+            peer, worker_args, args.workdir, n, peer.backend_pid(), pool_counts
         ),
     }
     try:

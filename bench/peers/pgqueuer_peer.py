@@ -13,14 +13,34 @@ import asyncio
 import json
 import signal
 import sys
+import time
+import uuid
+from datetime import timedelta
 from importlib import metadata
 from typing import Any
 
 import psycopg
 
+from bench.nodes import write_span
 from bench.peers import protocol
 
 MODULE = "bench.peers.pgqueuer_peer"
+BATCH = 10
+
+# History as pgqueuer keeps it: a finished job leaves its queue table, and its life stays in
+# pgqueuer_log (queued, picked, successful), spread over the last six days and already
+# aggregated into statistics. Job ids come after the ones in history.
+_HISTORY_IDS_SQL = """
+SELECT setval(pg_get_serial_sequence('pgqueuer', 'id'),
+    nextval(pg_get_serial_sequence('pgqueuer', 'id')) + %(n)s)
+"""
+_HISTORY_LOG_SQL = """
+INSERT INTO pgqueuer_log (created, job_id, status, priority, entrypoint, aggregated)
+SELECT now() - interval '6 days' + g * interval '6 days' / %(n)s + s.offset_ms * interval '1 ms',
+    %(last)s - %(n)s + g, s.status::pgqueuer_status, 0, 'noop', true
+FROM generate_series(1, %(n)s) AS g
+CROSS JOIN (VALUES ('queued', 0), ('picked', 5), ('successful', 6)) AS s(status, offset_ms)
+"""
 
 
 async def noop(job: Any) -> None:
@@ -30,6 +50,11 @@ async def noop(job: Any) -> None:
 async def stamp(job: Any) -> None:
     """Record when this body began."""
     protocol.write_stamp(json.loads(job.payload)["log"], job.id)
+
+
+async def span(job: Any) -> None:
+    """Log this execution (workload 6)."""
+    write_span(json.loads(job.payload)["log"], job.id, getattr(job, "attempts", 0))
 
 
 async def _connect(conninfo: str, schema: str) -> Any:
@@ -60,6 +85,7 @@ class PgqueuerPeer:
         from pgqueuer.queries import SyncQueries  # type: ignore[import-not-found]
 
         self.version = metadata.version("pgqueuer")
+        self.conninfo, self.schema = conninfo, schema
         asyncio.run(_install(conninfo, schema))
         self.conn = psycopg.connect(conninfo, autocommit=True, options=f"-c search_path={schema}")
         self.queries = SyncQueries(SyncPsycopgDriver(self.conn))
@@ -67,8 +93,12 @@ class PgqueuerPeer:
     def reset(self) -> None:
         self.conn.execute("TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics")
 
-    def bulk_enqueue(self, n: int) -> None:
-        self.queries.enqueue(["noop"] * n, [None] * n, [0] * n)
+    def bulk_enqueue(self, n: int, task: str = "noop", args: dict[str, Any] | None = None) -> None:
+        payload = None if args is None else json.dumps(args).encode()
+        self.queries.enqueue([task] * n, [payload] * n, [0] * n)
+
+    def backend_pid(self) -> int:
+        return int(self.conn.info.backend_pid)
 
     def enqueue_one(self, task: str, args: dict[str, Any]) -> str:
         (job_id,) = self.queries.enqueue(task, json.dumps(args).encode())
@@ -80,8 +110,50 @@ class PgqueuerPeer:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    def insert_history(self, size: int) -> None:
+        with self.conn.transaction():
+            row = self.conn.execute(_HISTORY_IDS_SQL, {"n": size}).fetchone()
+            assert row is not None
+            self.conn.execute(_HISTORY_LOG_SQL, {"n": size, "last": int(row[0])})
+        self.conn.execute("ANALYZE pgqueuer")
+        self.conn.execute("ANALYZE pgqueuer_log")
+
+    def claim_and_complete(self, n: int) -> float:
+        return asyncio.run(_claim_and_complete(self.conninfo, self.schema, n))
+
     def close(self) -> None:
         self.conn.close()
+
+
+async def _claim_and_complete(conninfo: str, schema: str, n: int) -> float:
+    """Enqueue ``n`` jobs, then dequeue batches of 10 and log each batch done: seconds."""
+    from pgqueuer import Queries
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import EntrypointExecutionParameter
+
+    conn = await _connect(conninfo, schema)
+    try:
+        queries = Queries(AsyncpgDriver(conn))
+        await queries.enqueue(["noop"] * n, [None] * n, [0] * n)
+        entrypoints = {"noop": EntrypointExecutionParameter(concurrency_limit=0)}
+        manager = uuid.uuid4()
+        done = 0
+        started = time.perf_counter()
+        while jobs := await queries.dequeue(
+            batch_size=BATCH,
+            entrypoints=entrypoints,
+            queue_manager_id=manager,
+            global_concurrency_limit=None,
+            heartbeat_timeout=timedelta(seconds=30),
+        ):
+            await queries.log_jobs([(job, "successful", None) for job in jobs])
+            done += len(jobs)
+        seconds = time.perf_counter() - started
+    finally:
+        await conn.close()
+    if done != n:
+        raise RuntimeError(f"finished {done} jobs, expected {n}")
+    return seconds
 
 
 def open_peer(conninfo: str, schema: str) -> PgqueuerPeer:
@@ -96,6 +168,7 @@ async def _work(conninfo: str, schema: str) -> None:
     pgq = PgQueuer.from_asyncpg_connection(conn)
     pgq.qm.entrypoint("noop")(noop)
     pgq.qm.entrypoint("stamp")(stamp)
+    pgq.qm.entrypoint("span")(span)
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, pgq.shutdown.set)
     print("ready", flush=True)
     await pgq.qm.run(batch_size=10)

@@ -26,6 +26,7 @@ REPEATS = 3
 SETTLE_S = 1.0
 POLL_S = 0.05
 INTERVAL_S = 0.020
+HISTORY_ROUNDS = 3
 
 
 class Peer(Protocol):
@@ -38,14 +39,26 @@ class Peer(Protocol):
     def reset(self) -> None:
         """Delete every job (queued and finished)."""
 
-    def bulk_enqueue(self, n: int) -> None:
-        """Enqueue ``n`` no-op jobs through the peer's batch API."""
+    def bulk_enqueue(self, n: int, task: str = "noop", args: dict[str, Any] | None = None) -> None:
+        """Enqueue ``n`` jobs of ``task`` (each with ``args``) through the peer's batch API."""
+
+    def backend_pid(self) -> int:
+        """The server process of the peer's own connection (to find the server's CPU)."""
 
     def enqueue_one(self, task: str, args: dict[str, Any]) -> str:
         """Enqueue one job in its own commit; returns the job's id as text."""
 
     def completed(self) -> int:
         """How many jobs finished successfully."""
+
+    def insert_history(self, size: int) -> None:
+        """Add ``size`` finished jobs to history, as the peer keeps them (fast, in SQL)."""
+
+    def claim_and_complete(self, n: int) -> float:
+        """Enqueue ``n`` jobs, then claim and complete them all with the peer's own calls.
+
+        Returns the seconds spent claiming and completing (not enqueueing).
+        """
 
     def close(self) -> None:
         """Close the peer's connections."""
@@ -237,6 +250,35 @@ def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str
             "commit_p99_ms": percentile(from_commit, 99),
         },
         details={"started": len(from_call), "placement": "separate process"},
+    )
+
+
+def history_scale(peer: Peer, n: int, sizes: dict[str, int]) -> dict[str, Any]:
+    """Workload 5: claim-and-complete cost with a small and a large history, as Kickside's."""
+    runs: list[dict[str, float]] = []
+    per_job: dict[str, float] = {}
+    for label, size in sizes.items():
+        peer.reset()
+        began = time.perf_counter()
+        peer.insert_history(size)
+        generated = time.perf_counter() - began
+        costs = []
+        for _ in range(HISTORY_ROUNDS):
+            costs.append(peer.claim_and_complete(n) / n * 1e6)
+            runs.append({"history": size, "us_per_job": costs[-1]})
+        per_job[label] = statistics.median(costs)
+        runs.append({"history": size, "generate_s": generated})
+    peer.reset()
+    return result(
+        peer,
+        "history_scale",
+        params={"jobs": n, "rounds": HISTORY_ROUNDS, "history": sizes},
+        metrics={
+            "small_us_per_job": per_job["small"],
+            "large_us_per_job": per_job["large"],
+            "slowdown": per_job["large"] / per_job["small"],
+        },
+        runs=runs,
     )
 
 

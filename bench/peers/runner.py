@@ -85,6 +85,8 @@ def run_peer(
     counts: dict[str, int],
     workdir: Path,
     progress: Callable[[str], None],
+    history: tuple[int, int] = (10_000, 1_000_000),
+    pool_counts: tuple[int, ...] = (1, 2, 4),
 ) -> list[dict[str, Any]]:
     """Run ``counts`` (workload: jobs) against one peer on a fresh schema; its results."""
     dsn = conninfo(url)
@@ -104,6 +106,8 @@ def run_peer(
         str(workdir),
     ]
     command += [f"--count={w}={n}" for w, n in counts.items()]
+    command.append(f"--history={history[0]},{history[1]}")
+    command.append("--pool-counts=" + ",".join(str(k) for k in pool_counts))
     progress(f"peers: {system} on schema {schema}")
     try:
         proc = subprocess.run(

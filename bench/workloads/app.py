@@ -4,6 +4,9 @@
 named by its ``log`` arg as soon as its body begins: the latency workload's "start".
 ``CLOCK_MONOTONIC`` is system-wide on Linux, so these stamps compare with the enqueuing
 process's own; the wall-clock stamp compares with the timestamps the engine stores.
+``span`` logs its execution (:mod:`bench.nodes`): the multi-node workload counts every
+execution, and finds two executions of one job whose intervals (from the claim that handed it
+over to the end of its body) overlapped.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import time
 from typing import Any
 
+from bench.nodes import write_span
 from kickside_engine import Job, WorkerRegistry
 
 registry = WorkerRegistry()
@@ -32,3 +36,11 @@ def stamp(args: dict[str, Any], job: Job) -> None:
         os.write(fd, f"{job.id} {started_ns} {wall_ns}\n".encode())
     finally:
         os.close(fd)
+
+
+@registry.worker("span")
+def span(args: dict[str, Any], job: Job) -> None:
+    """Log this execution, from the claim that handed it over to the end of its body."""
+    claimed = job.attempted_at
+    begin_ns = None if claimed is None else round(claimed.timestamp() * 1e9)
+    write_span(args["log"], job.id, job.attempt, begin_ns)

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from bench.nodes import POOL_COUNTS
 from bench.targets import Target
 from bench.workloads.pools import PoolProcess, SharedPool
 from kickside_engine import Database
@@ -28,6 +29,7 @@ class Context:
     workdir: Path
     progress: Callable[[str], None] = lambda _message: None
     shared_pool: SharedPool | None = None
+    pool_counts: tuple[int, ...] = POOL_COUNTS
 
     def count(self, full: int, minimum: int = 10) -> int:
         """``full`` scaled down for ``--quick`` (never below ``minimum``)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from bench.cpu import process_tree_cpu_seconds
 from bench.targets import Target
 from bench.workloads.poolhost import APP, READY_TIMEOUT_S, wait_ready
 from kickside_engine import Database
@@ -27,24 +28,6 @@ from kickside_engine.runtime import PoolConfig, WorkerPool
 
 ROOT = Path(__file__).resolve().parents[2]
 CONCURRENCY = 10
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def process_tree_cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of a live process and its live children (Linux /proc)."""
-    total = 0.0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            stat = Path(f"/proc/{current}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICKS
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return total
 
 
 class PoolProcess:

@@ -44,7 +44,10 @@ def prune(
     if max_age < timedelta(0):
         raise InvalidArgumentError(f"max_age must not be negative, got {max_age}")
     job = db.tables.job
-    cutoff = now - max_age
+    try:
+        cutoff = now - max_age
+    except OverflowError:
+        return 0  # older than year 1: nothing can be that old
     old = (
         select(job.c.id)
         .where(job.c.state.in_(_FINAL), job.c.finalized_at < cutoff)

@@ -273,13 +273,13 @@ class WorkerPool:
             self._flush_and_claim_postgresql(idle, want_claim)
             return
         pending = list(self.pending)
-        now = utcnow()
+        since, now = time.monotonic(), utcnow()  # the claims' leases run from here
         assigned: list[tuple[Executor, ClaimedJob]] = []
         with self.db.begin() as conn:
             if pending:
                 settle_batch(self.db, conn, pending)
             if want_claim:
-                self._claim_wanted = self._claim_queues(conn, idle, now, assigned)
+                self._claim_wanted = self._claim_queues(conn, idle, now, since, assigned)
         del self.pending[: len(pending)]  # recorded: committed with the claim above
         self._dispatch(assigned, now)
 
@@ -297,7 +297,7 @@ class WorkerPool:
                 settle_batch(self.db, conn, pending)
             del self.pending[: len(pending)]
             pending = []
-        now = utcnow()
+        since, now = time.monotonic(), utcnow()  # the claims' leases run from here
         assigned: list[tuple[Executor, ClaimedJob]] = []
         try:
             with self.db.autocommit() as conn:
@@ -322,11 +322,11 @@ class WorkerPool:
                     if inline is not None:
                         del self.pending[: len(pending)]  # committed with this claim
                         inline = None
-                    self._assign(queue, batch, idle, assigned)
+                    self._assign(queue, batch, idle, assigned, since)
                     if len(batch) < free and self._probe_keyed(queue):
                         with self.db.begin() as tx:
                             keyed = self._claim_keyed(tx, queue, free - len(batch), idle, now)
-                        self._assign(queue, keyed, idle, assigned)
+                        self._assign(queue, keyed, idle, assigned, since)
                         batch += keyed
                     full = full or len(batch) == free
                 if inline is not None:  # no queue could take work: record the outcomes alone
@@ -375,10 +375,14 @@ class WorkerPool:
         batch: list[ClaimedJob],
         idle: list[Executor],
         assigned: list[tuple[Executor, ClaimedJob]],
+        since: float,
     ) -> None:
-        """Hand claimed jobs to idle executors, within the queue's concurrency; keep the rest."""
+        """Hand claimed jobs to idle executors, within the queue's concurrency; keep the rest.
+
+        ``since``: the monotonic time just before the claim, from which the lease runs.
+        """
         for job in batch:
-            self.leases.track(job.lease_token)
+            self.leases.track(job.lease_token, since)
             if idle and self.running_by_queue[queue] < self.config.queues[queue]:
                 assigned.append((idle.pop(0), job))
                 self.running_by_queue[queue] += 1
@@ -397,6 +401,7 @@ class WorkerPool:
                 self.buffer.remove(claimed)
                 self.buffered_by_queue[queue] -= 1
                 self.running_by_queue[queue] += 1
+                self.stats["prefetched"] += 1
                 assigned.append((idle.pop(0), claimed))
         return assigned
 
@@ -433,6 +438,7 @@ class WorkerPool:
         conn: Any,
         idle: list[Executor],
         now: datetime,
+        since: float,
         assigned: list[tuple[Executor, ClaimedJob]],
     ) -> bool:
         """Claim for the idle executors in one transaction; whether every queue filled up."""
@@ -448,10 +454,10 @@ class WorkerPool:
                 lease=self.config.lease,
                 code_version=self._claim_version(idle),
             )
-            self._assign(queue, batch, idle, assigned)
+            self._assign(queue, batch, idle, assigned, since)
             if len(batch) < free and self._probe_keyed(queue):
                 keyed = self._claim_keyed(conn, queue, free - len(batch), idle, now)
-                self._assign(queue, keyed, idle, assigned)
+                self._assign(queue, keyed, idle, assigned, since)
                 batch += keyed
             full = full or len(batch) == free
         return full
@@ -517,10 +523,24 @@ class WorkerPool:
                 self._upgrade()
             elif event.startswith("cancel:"):
                 self.leases.check_soon()
+            elif event.startswith("audit:"):
+                continue  # an operator action, for dashboards; cancels also send cancel:
             elif event != "stop":
                 self._claim_wanted = True
 
+    def _fence(self) -> None:
+        """Stop jobs whose lease may have expired unrenewed (see ``LeaseKeeper.overdue``)."""
+        overdue = self.leases.overdue(time.monotonic())
+        if overdue:
+            log.warning(
+                "leases not renewed in time, stopping their jobs so no other node runs them "
+                "at the same time",
+                extra={"count": len(overdue)},
+            )
+            self._stop_lost(overdue)
+
     def _timers(self) -> None:
+        self._fence()
         mono = time.monotonic()
         if mono >= self._next_beat:
             self._beat()
@@ -571,7 +591,10 @@ class WorkerPool:
                 self._db_backoff,
                 redact_text(str(exc).splitlines()[0] if str(exc) else repr(exc)),
             )
-            self._stop.wait(self._db_backoff)
+            self._fence()
+            # Wake in time to stop a job whose lease runs out while the database is away.
+            fence_in = self.leases.next_due - time.monotonic()
+            self._stop.wait(max(0.0, min(self._db_backoff, fence_in)))
 
     def _on_payload(self, payload: str) -> None:
         self._poke(payload)

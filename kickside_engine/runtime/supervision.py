@@ -29,6 +29,12 @@ class LeaseKeeper:
 
     Every second it checks that each running job still holds its lease (an operator's cancel
     or a rescue takes it away); every third of the lease it extends them.
+
+    It also knows, by its own clock, until when each lease is surely still held: from just
+    before the claim (or the last renewal that succeeded) plus the lease, less a margin. A
+    lease past that point may have been rescued by another node's Lifeline, so the pool stops
+    its job (:meth:`overdue`) even when it cannot reach the database to ask: a pool cut off
+    from the database must not run on beside the node that took the job over.
     """
 
     def __init__(self, db: Database, node: str, lease: timedelta) -> None:
@@ -36,18 +42,34 @@ class LeaseKeeper:
         self.node = node
         self.lease = lease
         self.tokens: set[uuid.UUID] = set()
+        #: Monotonic time until which each lease is surely held.
+        self.held_until: dict[uuid.UUID, float] = {}
+        seconds = lease.total_seconds()
+        self._safe_for = seconds - min(2.0, seconds * 0.2)
         self._next_check = time.monotonic() + CHECK_INTERVAL
-        self._next_renew = time.monotonic() + lease.total_seconds() / 3
+        self._next_renew = time.monotonic() + seconds / 3
 
     @property
     def next_due(self) -> float:
-        return min(self._next_check, self._next_renew)
+        """When :meth:`maintain` or :meth:`overdue` next has something to do."""
+        due = min(self._next_check, self._next_renew)
+        return min(due, min(self.held_until.values())) if self.held_until else due
 
-    def track(self, token: uuid.UUID) -> None:
+    def track(self, token: uuid.UUID, since: float) -> None:
+        """Keep ``token``'s lease alive; ``since`` is the monotonic time just before its claim."""
         self.tokens.add(token)
+        self.held_until[token] = since + self._safe_for
 
     def forget(self, token: uuid.UUID) -> None:
         self.tokens.discard(token)
+        self.held_until.pop(token, None)
+
+    def overdue(self, mono: float) -> set[uuid.UUID]:
+        """Tokens whose lease may have run out unrenewed (forgotten here): stop their jobs."""
+        late = {t for t, until in self.held_until.items() if mono >= until}
+        for token in late:
+            self.forget(token)
+        return late
 
     def check_soon(self) -> None:
         self._next_check = 0.0
@@ -60,9 +82,12 @@ class LeaseKeeper:
             return set()
         tokens = list(self.tokens)
         if mono >= self._next_renew:
+            started = time.monotonic()
             held = renew_leases(
                 self.db, node=self.node, tokens=tokens, now=utcnow(), lease=self.lease
             )
+            for token in held & self.tokens:
+                self.held_until[token] = started + self._safe_for
             self._next_renew = mono + self.lease.total_seconds() / 3
             self._next_check = mono + CHECK_INTERVAL
         elif mono >= self._next_check:
@@ -71,7 +96,8 @@ class LeaseKeeper:
         else:
             return set()
         lost = set(tokens) - held
-        self.tokens -= lost
+        for token in lost:
+            self.forget(token)
         return lost
 
     def _still_held(self, tokens: Sequence[uuid.UUID]) -> set[uuid.UUID]:

@@ -19,7 +19,11 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError
 
 from kickside_engine.config import DatabaseConfig, display_url, resolve_database_config
-from kickside_engine.errors import ConfigurationError, DatabaseUnavailableError
+from kickside_engine.errors import (
+    ConfigurationError,
+    DatabaseUnavailableError,
+    PermissionDeniedError,
+)
 from kickside_engine.store.tables import Tables, build_tables
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -106,16 +110,32 @@ class Database:
 
 @contextlib.contextmanager
 def translate_errors(db: Database | None = None) -> Iterator[None]:
-    """Turn "cannot reach the database" driver errors into :class:`DatabaseUnavailableError`."""
+    """Turn driver errors an operator can act on into Kickside errors.
+
+    "Cannot reach the database" becomes :class:`DatabaseUnavailableError`; a write refused
+    because the role (or the SQLite file) is read-only becomes :class:`PermissionDeniedError`.
+    """
     try:
         yield
-    except OperationalError as exc:
-        if _is_connection_failure(exc):
+    except DBAPIError as exc:
+        if isinstance(exc, OperationalError) and _is_connection_failure(exc):
             where = db.display_url() if db is not None else "the database"
             raise DatabaseUnavailableError(
                 f"cannot reach {where}: {_first_line(exc.orig)}"
             ) from exc
+        if _is_permission_denied(exc):
+            raise PermissionDeniedError(
+                f"permission denied: {_first_line(exc.orig)} (a read-only database role or "
+                "file can only run reads)"
+            ) from exc
         raise
+
+
+def _is_permission_denied(exc: DBAPIError) -> bool:
+    orig = exc.orig
+    if type(orig).__module__.startswith("psycopg"):
+        return getattr(orig, "sqlstate", None) == "42501"  # insufficient_privilege
+    return "attempt to write a readonly database" in str(orig)
 
 
 def _is_connection_failure(exc: DBAPIError) -> bool:
@@ -157,8 +177,13 @@ def _create_engine(config: DatabaseConfig, *, pool_size: int) -> Engine:
         ) from None
 
 
+def _is_uri_filename(url: URL) -> bool:
+    """``sqlite:///file:PATH?mode=ro&uri=true``: SQLite opens it; there is no folder to make."""
+    return str(url.query.get("uri", "")).lower() in ("true", "1")
+
+
 def _create_sqlite_engine(url: URL) -> Engine:
-    if url.database:
+    if url.database and not _is_uri_filename(url):
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
 

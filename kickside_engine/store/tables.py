@@ -160,8 +160,19 @@ def build_tables(schema: str | None = None) -> Tables:
     )
     Index(None, job.c.worker, job.c.state)
     Index(None, job.c.inserted_at)
-    Index(None, job.c.finalized_at)
-    Index("ix_kickside_job_lease", job.c.state, job.c.lease_expires_at)
+    # Partial (migration 0002): every claim and every settle rewrites a job row with a new
+    # state, so each index that holds every job costs an insert per job twice over; these hold
+    # only the jobs they are ever asked about.
+    finalized = job.c.finalized_at.is_not(None)
+    Index(None, job.c.finalized_at, postgresql_where=finalized, sqlite_where=finalized)
+    executing = job.c.state == "executing"
+    Index(
+        "ix_kickside_job_lease",
+        job.c.state,
+        job.c.lease_expires_at,
+        postgresql_where=executing,
+        sqlite_where=executing,
+    )
     # Partial (migration 0002): as full indexes they lured the claim of keyless jobs away from
     # the fetch index into reading and sorting every available job.
     has_key = job.c.concurrency_key.is_not(None)
@@ -180,8 +191,24 @@ def build_tables(schema: str | None = None) -> Tables:
         postgresql_where=has_group,
         sqlite_where=has_group,
     )
-    Index("uq_kickside_job_unique_key", job.c.unique_key, unique=True)
-    Index("uq_kickside_job_identity", job.c.namespace, job.c.scope, job.c.identity_key, unique=True)
+    has_unique = job.c.unique_key.is_not(None)
+    Index(
+        "uq_kickside_job_unique_key",
+        job.c.unique_key,
+        unique=True,
+        postgresql_where=has_unique,
+        sqlite_where=has_unique,
+    )
+    has_identity = job.c.identity_key.is_not(None)
+    Index(
+        "uq_kickside_job_identity",
+        job.c.namespace,
+        job.c.scope,
+        job.c.identity_key,
+        unique=True,
+        postgresql_where=has_identity,
+        sqlite_where=has_identity,
+    )
     Index("ix_kickside_job_tags", job.c.tags, postgresql_using="gin").ddl_if(dialect="postgresql")
 
     job_run = Table(

@@ -17,7 +17,7 @@ from kickside_engine.bulk import MAX_BATCH
 from kickside_engine.control import bulk_apply, bulk_preview
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
-from kickside_tui.cli.context import actor, handles_errors, now, open_database
+from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes
 from kickside_tui.cli.documents import job_document
 from kickside_tui.cli.jobs import (
     JOB_COLUMNS,
@@ -94,6 +94,7 @@ def _run(
 def _command(action: str, summary: str) -> None:
     @app.command(action, help=summary)
     @handles_errors
+    @writes
     def command(
         ctx: typer.Context,
         state: StateOption = None,

@@ -8,7 +8,7 @@ import typer
 
 from kickside_engine.capacity import capacity_groups, set_capacity
 from kickside_tui.cli import output
-from kickside_tui.cli.context import actor, handles_errors, now, open_database
+from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes
 from kickside_tui.cli.options import JsonOption
 
 app = typer.Typer(help="Show capacity groups, or set a group's limits.")
@@ -58,6 +58,7 @@ def capacity(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 @app.command("set")
 @handles_errors
+@writes
 def set_limits(
     ctx: typer.Context,
     namespace: Annotated[str, typer.Argument(metavar="NAMESPACE",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
 import typer
@@ -26,10 +28,14 @@ from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, record_audit
 from kickside_engine.queries import parse_job_id
 from kickside_engine.redact import redact_text, redact_value
+from kickside_tui.adapter import ReadOnlyError
 from kickside_tui.cli import output
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+#: Set to 1 (or true) for the same effect as ``--read-only``.
+READ_ONLY_ENV = "KICKSIDE_READ_ONLY"
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success, 1 failure, 2 usage error, 3 not found, "
@@ -43,6 +49,7 @@ class CliState:
 
     database_url: str | None = None
     schema: str | None = None
+    read_only: bool = False
     _db: Database | None = field(default=None, repr=False)
 
     def database(self) -> Database:
@@ -73,6 +80,50 @@ def open_database(ctx: typer.Context) -> Database:
     db = state(ctx).database()
     migrate.ensure_current(db)
     return db
+
+
+def writes(func: Callable[P, R]) -> Callable[P, R]:
+    """Mark a command that changes the database: under ``--read-only`` it is refused (exit 2).
+
+    The refusal comes before the command opens the database or asks for confirmation. Put it
+    below :func:`handles_errors`, which turns the refusal into one line on stderr.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        # Typer hands commands its Click context (typer.Context is only the annotation).
+        ctx: Any = next((a for a in (*args, *kwargs.values()) if hasattr(a, "find_root")), None)
+        if ctx is not None and state(ctx).read_only:
+            raise ReadOnlyError(
+                f"read-only: `{ctx.command_path}` changes the database "
+                "(run it without --read-only, with a role that may write)"
+            )
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+#: Largest number of seconds a duration option takes (about 31 years).
+MAX_SECONDS = 1e9
+_APP_SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?::[A-Za-z_]\w*)?")
+
+
+def duration(value: float, option: str, *, minimum: float = 0.0) -> timedelta:
+    """A duration option in seconds: a finite number in ``minimum..MAX_SECONDS`` (else exit 2)."""
+    if not math.isfinite(value) or not minimum <= value <= MAX_SECONDS:
+        raise InvalidArgumentError(
+            f"{option} must be a number of seconds in {minimum:g}..{MAX_SECONDS:g}, got {value}"
+        )
+    return timedelta(seconds=value)
+
+
+def app_spec(value: str, option: str = "--app") -> str:
+    """``module`` or ``module:attribute`` (dotted Python names), else a usage error (exit 2)."""
+    if not _APP_SPEC.fullmatch(value):
+        raise InvalidArgumentError(
+            f"{option} must name a module or module:attribute, got {value[:80]!r}"
+        )
+    return value
 
 
 def now() -> datetime:

@@ -18,14 +18,14 @@ import typer
 from kickside_engine import ConfigurationError, InvalidArgumentError
 from kickside_engine.plugins.cron import Recurring, cron_status
 from kickside_tui.cli import output
-from kickside_tui.cli.context import handles_errors, now, open_database
+from kickside_tui.cli.context import app_spec, handles_errors, now, open_database
 from kickside_tui.cli.documents import short_time
 from kickside_tui.cli.options import JsonOption
 
 
 def load_schedule(app: str) -> list[Recurring]:
     """Import ``module`` or ``module:attribute`` and return its schedule (``SCHEDULE``)."""
-    module_name, _, attr = app.partition(":")
+    module_name, _, attr = app_spec(app).partition(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
     try:

@@ -11,7 +11,7 @@ from kickside_engine import JobState, migrate
 from kickside_engine.clock import utcnow
 from kickside_engine.metrics import overview
 from kickside_tui.cli import output
-from kickside_tui.cli.context import handles_errors, state
+from kickside_tui.cli.context import handles_errors, state, writes
 
 
 def demo(
@@ -29,6 +29,7 @@ def demo(
 
 
 @handles_errors
+@writes
 def run_demo(ctx: typer.Context, seconds: float | None, dashboard: bool, seed: int | None) -> None:
     from kickside_tui.demo.workload import Demo
 

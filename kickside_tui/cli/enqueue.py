@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -13,7 +13,16 @@ from kickside_engine import InvalidArgumentError, JobBuilder, Unique, enqueue
 from kickside_engine.control import record_audit
 from kickside_engine.runtime.app import load_registry
 from kickside_tui.cli import output
-from kickside_tui.cli.context import actor, handles_errors, json_object, now, open_database
+from kickside_tui.cli.context import (
+    actor,
+    app_spec,
+    duration,
+    handles_errors,
+    json_object,
+    now,
+    open_database,
+    writes,
+)
 from kickside_tui.cli.options import JsonOption
 
 
@@ -37,7 +46,7 @@ def _unique(rule: str | None, period: float | None) -> Unique | None:
     if period is not None:
         if period <= 0:
             raise InvalidArgumentError(f"--unique-period must be positive, got {period}")
-        unique = unique.within(timedelta(seconds=period))
+        unique = unique.within(duration(period, "--unique-period"))
     return unique
 
 
@@ -59,13 +68,14 @@ def _builder(worker: str, args: str, app: str | None) -> JobBuilder:
         return JobBuilder(worker, decoded)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
-    spec = load_registry(app).get(worker)
+    spec = load_registry(app_spec(app)).get(worker)
     if spec is None:
         raise InvalidArgumentError(f"worker {worker!r} is not registered in {app}")
     return spec.new(decoded)
 
 
 @handles_errors
+@writes
 def enqueue_command(
     ctx: typer.Context,
     worker: Annotated[str, typer.Argument(help="The worker's permanent name.")],
@@ -120,9 +130,7 @@ def enqueue_command(
     if schedule_in is not None and schedule_at is not None:
         raise InvalidArgumentError("give --schedule-in or --schedule-at, not both")
     if schedule_in is not None:
-        if schedule_in < 0:
-            raise InvalidArgumentError(f"--schedule-in must not be negative, got {schedule_in}")
-        builder = builder.schedule_in(timedelta(seconds=schedule_in))
+        builder = builder.schedule_in(duration(schedule_in, "--schedule-in"))
     if schedule_at is not None:
         builder = builder.schedule_at(_schedule_at(schedule_at))
     if max_attempts is not None:
@@ -144,7 +152,7 @@ def enqueue_command(
     if max_execution is not None:
         if max_execution <= 0:
             raise InvalidArgumentError(f"--max-execution must be positive, got {max_execution}")
-        builder = builder.max_execution(timedelta(seconds=max_execution))
+        builder = builder.max_execution(duration(max_execution, "--max-execution"))
     db = open_database(ctx)
     when = now()
     with db.begin() as conn:  # the job and its audit row commit together

@@ -30,6 +30,7 @@ from kickside_tui.cli.context import (
     job_id,
     now,
     open_database,
+    writes,
 )
 from kickside_tui.cli.documents import job_document
 from kickside_tui.cli.options import JobIdArgument, JsonOption, YesOption
@@ -56,6 +57,7 @@ def _act(ctx: typer.Context, ident: str, action: str, fn: JobActionFn, as_json: 
 
 
 @handles_errors
+@writes
 def wake(
     ctx: typer.Context,
     ident: JobIdArgument,
@@ -85,6 +87,7 @@ def wake(
 
 
 @handles_errors
+@writes
 def park(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
     """Park a slot: it rests (pending demand cleared) until its next wake."""
     parsed = job_id(ident)
@@ -95,6 +98,7 @@ def park(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) 
 
 
 @handles_errors
+@writes
 def resume(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
     """Resume a job: enable a disabled slot, wake a parked one; for anything else, retry.
 
@@ -119,12 +123,14 @@ def resume(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False
 
 
 @handles_errors
+@writes
 def retry(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
     """Retry / run now: make a retryable, scheduled, parked or finished job available now."""
     _act(ctx, ident, "retry", retry_job, as_json)
 
 
 @handles_errors
+@writes
 def cancel(
     ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
     as_json: JsonOption = False,
@@ -135,6 +141,7 @@ def cancel(
 
 
 @handles_errors
+@writes
 def discard(
     ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
     as_json: JsonOption = False,
@@ -145,6 +152,7 @@ def discard(
 
 
 @handles_errors
+@writes
 def delete(
     ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
     as_json: JsonOption = False,

@@ -28,7 +28,7 @@ from kickside_tui.cli import (
     stats,
     worker,
 )
-from kickside_tui.cli.context import EXIT_CODES_HELP, CliState
+from kickside_tui.cli.context import EXIT_CODES_HELP, READ_ONLY_ENV, CliState
 
 app = typer.Typer(
     name="kickside",
@@ -62,9 +62,18 @@ def root(
             help="PostgreSQL schema for Kickside's tables.",
         ),
     ] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            envvar=READ_ONLY_ENV,
+            show_envvar=True,
+            help="Refuse every command that would change the database (for a read-only role).",
+        ),
+    ] = False,
 ) -> None:
     """Options shared by every command."""
-    ctx.obj = CliState(database_url=database_url, schema=schema)
+    ctx.obj = CliState(database_url=database_url, schema=schema, read_only=read_only)
     ctx.call_on_close(ctx.obj.close)
 
 

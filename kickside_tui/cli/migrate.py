@@ -8,7 +8,7 @@ import typer
 
 from kickside_engine import migrate
 from kickside_tui.cli import output
-from kickside_tui.cli.context import handles_errors, state
+from kickside_tui.cli.context import handles_errors, state, writes
 
 app = typer.Typer(help="Create or upgrade Kickside's tables (or inspect and downgrade them).")
 
@@ -40,6 +40,11 @@ def upgrade(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Upgrade the schema to the newest revision (a current database is left untouched)."""
     if ctx.invoked_subcommand is not None:
         return
+    _upgrade(ctx, as_json)
+
+
+@writes
+def _upgrade(ctx: typer.Context, as_json: bool) -> None:
     db = state(ctx).database()
     before = migrate.status(db)
     st = migrate.upgrade(db)
@@ -59,6 +64,7 @@ def show_status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 @app.command("down")
 @handles_errors
+@writes
 def down(
     ctx: typer.Context,
     revision: Annotated[str, typer.Argument(help="Target revision, or 'base' to drop all.")],

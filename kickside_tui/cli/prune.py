@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Annotated
 
@@ -12,11 +13,21 @@ from kickside_engine.plugins.pruner import BATCH, MAX_BATCHES
 from kickside_engine.plugins.pruner import prune as engine_prune
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
-from kickside_tui.cli.context import handles_errors, now, open_database, record_action
+from kickside_tui.cli.context import (
+    handles_errors,
+    now,
+    open_database,
+    record_action,
+    writes,
+)
 from kickside_tui.cli.options import JsonOption, YesOption
+
+#: The oldest cut-off `prune` takes (about 270 years).
+MAX_DAYS = 100_000
 
 
 @handles_errors
+@writes
 def prune(
     ctx: typer.Context,
     older_than_days: Annotated[float, typer.Option(
@@ -30,12 +41,14 @@ def prune(
     Works in bounded batches (short transactions) until nothing that old is left. Jobs that
     are not final are never deleted.
     """
-    if older_than_days < 0:
-        raise InvalidArgumentError(f"--older-than-days must not be negative, got {older_than_days}")
+    if not math.isfinite(older_than_days) or not 0 <= older_than_days <= MAX_DAYS:
+        raise InvalidArgumentError(
+            f"--older-than-days must be a number of days in 0..{MAX_DAYS}, got {older_than_days}"
+        )
+    max_age = timedelta(days=older_than_days)
     db = open_database(ctx)
     unless_yes(yes, f"Delete final jobs older than {older_than_days:g} days, with their runs?")
     when = now()
-    max_age = timedelta(days=older_than_days)
     total = 0
     with output.progress("pruning") as tracker:
         while True:

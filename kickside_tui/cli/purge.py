@@ -8,6 +8,7 @@ up with exit 4 when it would still be waiting ``--timeout`` seconds after it sta
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Annotated, Any
@@ -21,7 +22,7 @@ from kickside_engine.purge import purge_slot as engine_purge_slot
 from kickside_engine.slots import list_slots
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
-from kickside_tui.cli.context import actor, handles_errors, now, open_database
+from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes
 from kickside_tui.cli.options import JsonOption, YesOption
 
 #: How often --until-done looks again while the slot waits for a lease or a settlement.
@@ -111,6 +112,7 @@ def _until_done(
 
 
 @handles_errors
+@writes
 def purge_slot(
     ctx: typer.Context,
     namespace: Annotated[str, typer.Option("--namespace", help="The slot's namespace.")],
@@ -133,6 +135,8 @@ def purge_slot(
     for option, value in (("--namespace", namespace), ("--scope", scope), ("--key", key)):
         if not value.strip():
             raise InvalidArgumentError(f"{option} is required: a non-empty string")
+    if math.isnan(timeout):
+        raise InvalidArgumentError("--timeout must be a number of seconds, got nan")
     db = open_database(ctx)
     name = _identity(namespace, scope, key)
     unless_yes(yes, f"Purge slot {name} and its run history?")

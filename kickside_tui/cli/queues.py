@@ -9,7 +9,7 @@ import typer
 from kickside_engine import JobState, NotFoundError
 from kickside_engine.control import QueueInfo, list_queues, pause_queue, resume_queue
 from kickside_tui.cli import output
-from kickside_tui.cli.context import actor, handles_errors, now, open_database
+from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes
 from kickside_tui.cli.documents import short_time
 from kickside_tui.cli.options import JsonOption
 
@@ -71,6 +71,7 @@ def _report(info: QueueInfo, as_json: bool) -> None:
 
 @app.command("pause")
 @handles_errors
+@writes
 def pause(ctx: typer.Context, name: QueueArgument, as_json: JsonOption = False) -> None:
     """Pause QUEUE on every node: no new claims, running jobs finish (idempotent)."""
     _report(pause_queue(open_database(ctx), name, actor(), now()), as_json)
@@ -78,6 +79,7 @@ def pause(ctx: typer.Context, name: QueueArgument, as_json: JsonOption = False) 
 
 @app.command("resume")
 @handles_errors
+@writes
 def resume(ctx: typer.Context, name: QueueArgument, as_json: JsonOption = False) -> None:
     """Resume QUEUE on every node and wake the pools that run it (exit 3 if it never existed)."""
     db = open_database(ctx)

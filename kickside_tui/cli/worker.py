@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from typing import Annotated
 
@@ -11,7 +12,14 @@ import typer
 
 from kickside_engine.runtime import PoolConfig, WorkerPool, parse_queues, signal_reload
 from kickside_tui.cli import output
-from kickside_tui.cli.context import handles_errors, state
+from kickside_tui.cli.context import (
+    app_spec,
+    handles_errors,
+    now,
+    record_action,
+    state,
+    writes,
+)
 
 
 def worker(
@@ -30,17 +38,22 @@ def worker(
     node: Annotated[str | None, typer.Option("--node", help="Node name (default host:pid).")]
     = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+    prefetch: Annotated[int | None, typer.Option(
+        "--prefetch", min=0, help="Jobs claimed ahead of free executors while jobs are fast "
+        "(default: as many as executors; 0: off).")] = None,
 ) -> None:
     """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place."""
     from datetime import timedelta
 
     run_worker(ctx, app, queues, in_process, timedelta(seconds=shutdown_grace),
-               timedelta(seconds=lease_seconds), node, log_level)
+               timedelta(seconds=lease_seconds), node, log_level, prefetch)
 
 
 @handles_errors
+@writes
 def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
-               grace: object, lease: object, node: str | None, log_level: str) -> None:
+               grace: object, lease: object, node: str | None, log_level: str,
+               prefetch: int | None = None) -> None:
     from kickside_engine import migrate
     from kickside_engine.logs import configure_logging
 
@@ -50,8 +63,9 @@ def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
     db = state(ctx).database()
     migrate.ensure_current(db)
     config = PoolConfig(
-        queues=parse_queues(queues), app=app, mode="thread" if in_process else "process",
+        queues=parse_queues(queues), app=app_spec(app), mode="thread" if in_process else "process",
         shutdown_grace=grace, lease=lease, node=node,  # type: ignore[arg-type]
+        prefetch=prefetch,
     )
     pool = WorkerPool(db, config)
     output.note(f"kickside worker {pool.node} on {db.display_url()} queues={queues}")
@@ -64,8 +78,11 @@ def reload(ctx: typer.Context) -> None:
 
 
 @handles_errors
+@writes
 def _reload(ctx: typer.Context) -> None:
     db = state(ctx).database()
+    # Audited first: a role that may not write gets no further than the audit row.
+    record_action(db, "reload", "pools", "all", {"host": socket.gethostname()}, now())
     signalled = signal_reload(db)
     output.info(f"asked {signalled} pool(s) to reload")
 

@@ -17,12 +17,13 @@ from textual import work
 from textual.app import ComposeResult, SystemCommand
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from kickside_engine import DatabaseUnavailableError, KicksideError
 from kickside_tui.adapter import Adapter
 from kickside_tui.screens.confirm import ConfirmScreen
 from kickside_tui.widgets.chrome import Banner, ViewBar
+from kickside_tui.widgets.footer import Footer
 
 if TYPE_CHECKING:
     from kickside_tui.app import KicksideApp
@@ -105,7 +106,16 @@ class ViewScreen(Screen[None]):
 
     # --- loading ---------------------------------------------------------------------------
 
+    @property
+    def fetching(self) -> bool:
+        """Whether a load of this view's data is in flight."""
+        return self._loading
+
     def on_screen_resume(self) -> None:
+        self.reload()
+
+    def auto_reload(self) -> None:
+        """A refresh nobody asked for (the timer, a notification); views may skip costly ones."""
         self.reload()
 
     def reload(self) -> None:

@@ -16,15 +16,16 @@ from kickside_tui.widgets.format import state_text
 
 ACTIONS = (
     ("Jobs", "r retry · c cancel · d discard · w wake · k park · R/C/D bulk retry/cancel/"
-     "discard over the filter (dry-run count first) · n/p next/previous page · / search · "
-     "f filter · z zoom the detail · enter in a filter applies it"),
+     "discard over the filter (dry-run count first) · n/p next/previous page · / search "
+     "(read window by window; esc stops, n continues) · f filter · z zoom the detail · "
+     "enter in a filter applies it"),
     ("Slots", "w wake (ensure due) · k park · e resume a disabled slot · x purge (shows the "
      "continuation: runs deleted, waiting for lease release)"),
     ("Leases", "c cancel · d discard an executing job (its node stops the run)"),
     ("Metrics", "h run the doctor again"),
     ("Queues", "p pause · r resume the queue under the cursor"),
     ("Anywhere", "1-7 views · ctrl+p command palette · g refresh now · + / - refresh faster "
-     "/ slower · ? this help · q quit"),
+     "/ slower · ? this help · q quit · \u2248 marks an estimated count (large history)"),
 )
 
 MEANINGS = {

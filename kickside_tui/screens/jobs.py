@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,51 +17,19 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
 from kickside_engine import InvalidArgumentError, Job
-from kickside_engine.control import BulkPreview, JobFilter
+from kickside_engine.control import JobFilter
 from kickside_tui.adapter import JobDetailData, JobsData
-from kickside_tui.screens.base import ActionFinished, ViewScreen, describe_failure
-from kickside_tui.screens.confirm import ConfirmScreen
-from kickside_tui.widgets.format import (
-    count,
-    first_line,
-    relative,
-    short_id,
-    state_text,
-)
+from kickside_tui.screens.base import ActionFinished, describe_failure
+from kickside_tui.screens.bulk import BulkActions
+from kickside_tui.screens.job_filter import FILTER_FIELDS, describe_filter, parse_filter
+from kickside_tui.widgets.format import first_line, relative, short_id, state_text
 from kickside_tui.widgets.job_detail import JobDetailPane
+from kickside_tui.widgets.job_status import JobsStatus, render_status
 from kickside_tui.widgets.tables import Row, refill, selected_key
 
 PAGE_SIZE = 50
 #: Counting every match costs a scan on big tables: recount on filter changes and now and then.
 RECOUNT_EVERY = 10
-FILTER_FIELDS = ("state", "queue", "worker", "tag", "search")
-_SPLIT = re.compile(r"[,\s]+")
-
-
-def parse_filter(values: dict[str, str]) -> JobFilter:
-    """The filter the inputs describe: comma-separated states/queues/workers/tags, free text.
-
-    Raises :class:`InvalidArgumentError` naming a bad value (an unknown state, say).
-    """
-
-    def names(field: str) -> tuple[str, ...]:
-        return tuple(p for p in _SPLIT.split(values.get(field, "").strip()) if p)
-
-    search = values.get("search", "").strip()
-    states: Any = tuple(s.lower() for s in names("state"))  # JobFilter validates the names
-    return JobFilter(
-        states=states,
-        queues=names("queue"),
-        workers=names("worker"),
-        tags=names("tag"),
-        search=search or None,
-    )
-
-
-def describe_filter(flt: JobFilter) -> str:
-    """The filter as ``state=retryable queue=mailers`` (``every job`` when empty)."""
-    parts = [f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in flt.as_dict().items()]
-    return " ".join(parts) if parts else "every job"
 
 
 @dataclass
@@ -76,24 +43,15 @@ class DetailLoaded(Message):
 
 
 @dataclass
-class BulkPreviewed(Message):
-    """The dry run of a bulk action: how many jobs it would change."""
+class SearchProgressed(Message):
+    """A search read another window of the table: matches so far, and how far back."""
 
-    action: str
-    flt: JobFilter
-    preview: BulkPreview
-
-
-@dataclass
-class BulkProgressed(Message):
-    """A bulk action committed another batch."""
-
-    action: str
-    done: int
-    total: int
+    generation: int
+    found: int
+    scanned_to: datetime | None
 
 
-class JobsScreen(ViewScreen):
+class JobsScreen(BulkActions):
     """Jobs by filter, newest first; the selected job's detail beside (or below) them."""
 
     VIEW = "jobs"
@@ -112,7 +70,7 @@ class JobsScreen(ViewScreen):
         Binding("slash", "focus_filter('search')", "Search"),
         Binding("f", "focus_filter('state')", "Filter"),
         Binding("z", "zoom", "Zoom detail"),
-        Binding("escape", "focus_table", "Table", show=False),
+        Binding("escape", "focus_table", "Table / stop search", show=False),
     ]
 
     def __init__(self, adapter: Any) -> None:
@@ -125,6 +83,13 @@ class JobsScreen(ViewScreen):
         self._count_in = 0
         self.detail_id: uuid.UUID | None = None
         self.bulk_note = ""
+        # A search reads the table window by window; a new filter or page starts a new
+        # generation, and the answers of older ones are dropped.
+        self._generation = 0
+        self._stop_search = False
+        self.searching: tuple[int, datetime | None] | None = None
+        self.last_search: JobsData | None = None
+        self.searched_at: datetime | None = None
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="filters"):
@@ -146,15 +111,47 @@ class JobsScreen(ViewScreen):
 
     # --- data ------------------------------------------------------------------------------
 
-    def fetch(self, now: datetime) -> JobsData:
-        with_total = self._count_in <= 0
-        return self.adapter.jobs(
-            self.flt, cursor=self.cursors[-1], limit=PAGE_SIZE, with_total=with_total
+    def fetch(self, now: datetime) -> tuple[int, JobsData]:
+        flt, start, generation = self.flt, self.cursors[-1], self._generation
+        if not flt.search:
+            with_total = self._count_in <= 0
+            data = self.adapter.jobs(flt, cursor=start, limit=PAGE_SIZE, with_total=with_total)
+            return generation, data
+        self._stop_search = False
+
+        def progress(found: int, scanned_to: datetime | None) -> None:
+            self.post_message(SearchProgressed(generation, found, scanned_to))
+
+        def stop() -> bool:
+            return self._stop_search or self._generation != generation
+
+        return generation, self.adapter.search(
+            flt, cursor=start, limit=PAGE_SIZE, on_progress=progress, stop=stop
         )
 
+    def auto_reload(self) -> None:
+        """Refresh on the timer, except a search that needed several windows (costly)."""
+        if self.flt.search and self.last_search is not None and self.last_search.windows > 1:
+            return
+        self.reload()
+
+    def on_search_progressed(self, message: SearchProgressed) -> None:
+        message.stop()
+        if message.generation == self._generation:
+            self.searching = (message.found, message.scanned_to)
+            self._show_status()
+
     def show(self, data: Any, now: datetime) -> None:
+        generation, data = data
         assert isinstance(data, JobsData)
-        if data.total is not None:
+        if generation != self._generation:
+            return  # the answer to a filter or page that is no longer shown
+        self.searching = None
+        self.last_search = data if self.flt.search else None
+        self.searched_at = now if data.windows > 1 else None
+        if self.flt.search:
+            self.total = None
+        elif data.total is not None:
             self.total = data.total
             self._count_in = RECOUNT_EVERY
         self._count_in -= 1
@@ -183,19 +180,21 @@ class JobsScreen(ViewScreen):
         self._select(uuid.UUID(key) if key else None, force=True)
 
     def _show_status(self) -> None:
-        text = Text()
-        text.append(f"page {len(self.cursors)}", style="bold")
-        text.append(f" · {len(self.jobs)} shown")
-        if self.total is not None:
-            text.append(f" · {count(self.total)} match")
-        text.append(f" · {describe_filter(self.flt)}", style="italic")
-        if self.next_cursor:
-            text.append(" · n: older", style="dim")
-        if len(self.cursors) > 1:
-            text.append(" · p: newer", style="dim")
-        if self.bulk_note:
-            text.append(f" · {self.bulk_note}", style="bold yellow")
-        self.query_one("#status", Static).update(text)
+        search = self.last_search
+        status = JobsStatus(
+            page=len(self.cursors),
+            shown=len(self.jobs),
+            total=self.total,
+            filter_text=describe_filter(self.flt),
+            has_older=self.next_cursor is not None,
+            has_newer=len(self.cursors) > 1,
+            search=bool(self.flt.search),
+            searching=self.searching,
+            stopped_at=search.scanned_to if search is not None else None,
+            searched_at=self.searched_at,
+            note=self.bulk_note,
+        )
+        self.query_one("#status", Static).update(render_status(status))
 
     @on(DataTable.RowHighlighted, "#jobs")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -240,7 +239,17 @@ class JobsScreen(ViewScreen):
         self.cursors = [None]
         self._count_in = 0
         self.query_one("#jobs", DataTable).focus()
+        self._new_generation()
         self.reload()
+
+    def _new_generation(self) -> None:
+        """Forget the shown page's search (a running one stops after its current window)."""
+        self._generation += 1
+        self.last_search = None
+        self.searched_at = None
+        self.searching = (0, None) if self.flt.search else None
+        if self.searching is not None:
+            self._show_status()
 
     def action_page(self, step: int) -> None:
         if step > 0:
@@ -254,12 +263,15 @@ class JobsScreen(ViewScreen):
                 return
             self.cursors.pop()
         self.query_one("#jobs", DataTable).move_cursor(row=0)
+        self._new_generation()
         self.reload()
 
     def action_focus_filter(self, field: str) -> None:
         self.query_one(f"#f-{field}", Input).focus()
 
     def action_focus_table(self) -> None:
+        if self.searching is not None:
+            self._stop_search = True  # the page keeps what was found; n continues the search
         if self.screen.maximized is not None:
             self.screen.minimize()
         self.query_one("#jobs", DataTable).focus()
@@ -312,63 +324,6 @@ class JobsScreen(ViewScreen):
                 lambda now: _moved(self.adapter.park(job.id, now), "parked"),
                 confirm=f"Park slot job {job.id}?\nIts pending demand and wakes are cleared.",
             )
-
-    def action_bulk(self, action: str) -> None:
-        if self.adapter.read_only:
-            self.notify(f"read-only dashboard: bulk {action} is disabled", severity="warning")
-            return
-        self._preview(action, self.flt)
-
-    @work(thread=True, exclusive=True, group="preview")
-    def _preview(self, action: str, flt: JobFilter) -> None:
-        try:
-            preview = self.adapter.preview(action, flt)
-        except Exception as exc:
-            self.post_message(ActionFinished(f"bulk {action}: {describe_failure(exc)}", False))
-        else:
-            self.post_message(BulkPreviewed(action, flt, preview))
-
-    def on_bulk_previewed(self, message: BulkPreviewed) -> None:
-        message.stop()
-        action, flt, preview = message.action, message.flt, message.preview
-        if preview.count == 0:
-            self.notify(f"bulk {action}: no job matching {describe_filter(flt)} qualifies")
-            return
-        sample = "\n".join(
-            f"  {short_id(j.id)} {j.worker} {j.state.value}" for j in preview.sample
-        )
-        question = (
-            f"Bulk {action} {count(preview.count)} job(s) matching {describe_filter(flt)}?\n"
-            f"(dry run count; jobs that change meanwhile are skipped)\n{sample}"
-        )
-
-        def decided(answer: bool | None) -> None:
-            if answer:
-                self.bulk_note = f"bulk {action}: starting"
-                self._show_status()
-                self._bulk_apply(action, flt)
-
-        self.app.push_screen(ConfirmScreen(question, verb=f"Bulk {action}"), decided)
-
-    @work(thread=True, group="action")
-    def _bulk_apply(self, action: str, flt: JobFilter) -> None:
-        def progress(done: int, total: int) -> None:
-            self.post_message(BulkProgressed(action, done, total))
-
-        try:
-            result = self.adapter.bulk(action, flt, self.adapter.now(), on_progress=progress)
-        except Exception as exc:
-            self.post_message(ActionFinished(f"bulk {action}: {describe_failure(exc)}", False))
-        else:
-            self.post_message(ActionFinished(
-                f"bulk {action}: {result.changed} changed, {result.skipped} skipped "
-                f"of {result.matched} matched", ok=True,
-            ))
-
-    def on_bulk_progressed(self, message: BulkProgressed) -> None:
-        message.stop()
-        self.bulk_note = f"bulk {message.action}: {message.done}/{message.total}"
-        self._show_status()
 
     def on_action_finished(self, message: ActionFinished) -> None:
         # Textual then runs ViewScreen's handler too (it notifies and reloads).

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from kickside_engine.health import HealthReport
 from kickside_tui.adapter import MetricsData
-from kickside_tui.screens.base import ViewScreen
+from kickside_tui.screens.base import ViewScreen, describe_failure
 from kickside_tui.widgets.format import count, first_line, millis, span, stamp
 from kickside_tui.widgets.sparks import QueueSparks
 from kickside_tui.widgets.tables import Row, refill
 
-#: The doctor runs every this many refreshes (it checks more than a refresh should).
+#: The doctor runs every this many refreshes, in a worker of its own: it checks the whole
+#: database (a second or more at a million jobs), which no refresh should wait for.
 HEALTH_EVERY = 15
 FINDING_STYLES = {"ok": "green", "warn": "bold dark_orange", "fail": "bold red"}
 
@@ -27,8 +31,18 @@ def _pct(values: tuple[float | None, float | None, float | None]) -> str:
     return " / ".join(millis(v) for v in values)
 
 
-def render_health(report: HealthReport | None) -> Text:
+@dataclass
+class HealthChecked(Message):
+    """The doctor finished: its report, or why it could not run."""
+
+    report: HealthReport | None
+    problem: str = ""
+
+
+def render_health(report: HealthReport | None, problem: str = "") -> Text:
     """The doctor's findings, one line each, with ok / warn / fail written out."""
+    if problem:
+        return Text(f"the doctor could not run: {problem}", style="bold red")
     if report is None:
         return Text("running the doctor…", style="dim")
     text = Text()
@@ -51,6 +65,7 @@ class MetricsScreen(ViewScreen):
         super().__init__(adapter)
         self._health_in = 0
         self.health: HealthReport | None = None
+        self.health_problem = ""
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="metrics"):
@@ -71,13 +86,27 @@ class MetricsScreen(ViewScreen):
             yield audit
 
     def fetch(self, now: datetime) -> MetricsData:
-        return self.adapter.metrics(now, with_health=self._health_in <= 0)
+        return self.adapter.metrics(now)
+
+    @work(thread=True, exclusive=True, group="doctor")
+    def _run_doctor(self) -> None:
+        try:
+            report = self.adapter.health(self.adapter.now())
+        except Exception as exc:  # shown in its section; the view keeps refreshing
+            self.post_message(HealthChecked(None, describe_failure(exc)))
+        else:
+            self.post_message(HealthChecked(report))
+
+    def on_health_checked(self, message: HealthChecked) -> None:
+        message.stop()
+        self.health, self.health_problem = message.report, message.problem
+        self.query_one("#doctor", Static).update(render_health(self.health, self.health_problem))
 
     def show(self, data: Any, now: datetime) -> None:
         assert isinstance(data, MetricsData)
-        if data.health is not None:
-            self.health = data.health
+        if self._health_in <= 0:
             self._health_in = HEALTH_EVERY
+            self._run_doctor()
         self._health_in -= 1
         self._show_throughput(data)
         rows: list[Row] = []
@@ -94,7 +123,7 @@ class MetricsScreen(ViewScreen):
                 ],
             ))
         refill(self.query_one("#latency", DataTable), rows)
-        self.query_one("#doctor", Static).update(render_health(self.health))
+        self.query_one("#doctor", Static).update(render_health(self.health, self.health_problem))
         audit_rows: list[Row] = []
         for entry in data.audit:
             details = ", ".join(f"{k}={v}" for k, v in sorted(entry.details.items()))
@@ -127,8 +156,8 @@ class MetricsScreen(ViewScreen):
             box.query(".empty").remove()
 
     def action_doctor(self) -> None:
-        self._health_in = 0
-        self.reload()
+        self._health_in = HEALTH_EVERY
+        self._run_doctor()
 
 
 def span_or_dash(seconds: float | None) -> str:

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Sparkline, Static
 from kickside_engine import JobState
 from kickside_tui.adapter import OverviewData
 from kickside_tui.screens.base import ViewScreen
-from kickside_tui.widgets.format import STATE_STYLES, clock, count
+from kickside_tui.widgets.format import STATE_STYLES, clock, count, estimate
 from kickside_tui.widgets.tables import refill
 
 #: The states the queue table shows, in the order a job usually moves through them.
@@ -30,8 +30,9 @@ COLUMNS = (
 )
 
 
-def _cell(value: int, state: JobState) -> Text:
-    return Text(count(value), style=STATE_STYLES[state] if value else "dim", justify="right")
+def _cell(value: int, state: JobState, approximate: frozenset[JobState]) -> Text:
+    shown = estimate(value) if state in approximate else count(value)
+    return Text(shown, style=STATE_STYLES[state] if value else "dim", justify="right")
 
 
 class OverviewScreen(ViewScreen):
@@ -77,6 +78,8 @@ class OverviewScreen(ViewScreen):
             f"{count(s.totals[state])} {state.value}"
             for state in (JobState.AVAILABLE, JobState.EXECUTING, JobState.RETRYABLE)
         ))
+        if any(q.approximate for q in data.queues):
+            summary.append("  \u2248 estimated from a sample", style="dim italic")
         self.query_one("#summary", Static).update(summary)
         self.query_one("#completed", Sparkline).data = data.completed_per_minute
         self.query_one("#failed", Sparkline).data = data.failed_per_minute
@@ -91,7 +94,7 @@ class OverviewScreen(ViewScreen):
                     name,
                     Text("paused", style="bold yellow") if q.paused else Text("no", style="dim"),
                     Text(str(q.concurrency) if q.has_node else "-", justify="right"),
-                    *(_cell(q.counts[state], state) for state in COLUMNS),
+                    *(_cell(q.counts[state], state, q.approximate) for state in COLUMNS),
                 ],
             ))
         refill(self.query_one("#queues", DataTable), rows)

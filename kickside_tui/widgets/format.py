@@ -104,6 +104,15 @@ def count(value: int) -> str:
     return f"{value:,}"
 
 
+def estimate(value: int) -> str:
+    """An estimated count, to two significant digits: ``≈980``, ``≈48k``, ``≈1.2M``."""
+    if value < 1000:
+        return f"\u2248{value}"
+    rounded = round(value, 2 - len(str(value)))
+    divisor, suffix = (1_000_000, "M") if rounded >= 1_000_000 else (1_000, "k")
+    return f"\u2248{rounded / divisor:g}{suffix}"
+
+
 def short_id(job_id: uuid.UUID | str) -> str:
     """The last eight hex digits of an id: the random part of a UUIDv7."""
     return str(job_id)[-8:]

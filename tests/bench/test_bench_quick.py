@@ -10,13 +10,14 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from ..conftest import Target
+from ..conftest import PG_URL, Target, _drop_schema, require_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -78,8 +79,9 @@ def test_quick_run_writes_a_well_formed_results_document(target: Target, tmp_pat
     assert doc["versions"]["kickside"] and doc["versions"]["sqlite"]
     assert doc["command"].startswith("python -m bench.run --quick")
     if target.backend == "postgresql":  # pgbench is optional: a figure, or why there is none
-        pgbench = doc["baselines"]["pgbench_insert"]
-        assert _number(pgbench["tps"]) or pgbench["reason"]
+        for baseline in ("pgbench_insert", "pgbench_update"):
+            pgbench = doc["baselines"][baseline]
+            assert _number(pgbench["tps"]) or pgbench["reason"]
 
     entries = {(e["system"], e["backend"], e["workload"]): e for e in doc["results"]}
     assert set(entries) == {("kickside", target.backend, w) for w in WORKLOADS}
@@ -101,6 +103,56 @@ def test_quick_run_writes_a_well_formed_results_document(target: Target, tmp_pat
         finally:
             engine.dispose()
         assert found == 0
+
+
+def test_quick_multi_node_runs_each_job_once_across_pool_processes(tmp_path: Path) -> None:
+    require_postgres()
+    target = Target("postgresql", PG_URL, f"kst_{uuid.uuid4().hex[:16]}")
+    results = tmp_path / "results"
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.run",
+                "--quick",
+                "--only",
+                "multi_node",
+                "--pool-counts",
+                "1,2",  # the full run's 4 pools take too long to start for CI
+                "--backend",
+                "postgresql",
+                "--database-url",
+                target.url,
+                "--schema",
+                str(target.schema),
+                "--results-dir",
+                str(results),
+                "--no-peers",
+                "--no-pgbench",
+                "--no-plot",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        _drop_schema(str(target.schema))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (json_file,) = results.glob("*.json")
+    (entry,) = json.loads(json_file.read_text())["results"]
+    assert entry["workload"] == "multi_node" and entry["error"] is None
+    metrics, jobs = entry["metrics"], entry["params"]["jobs"]
+    assert _number(metrics["jobs_per_s_1_pools"]) and _number(metrics["jobs_per_s_2_pools"])
+    assert [run["pools"] for run in entry["runs"]] == [1, 2]
+    assert all(run["executions"] == jobs for run in entry["runs"])  # every job ran exactly once
+    assert metrics["concurrent_duplicates"] == 0 and metrics["extra_executions"] == 0
+    assert metrics["missing"] == 0 and metrics["history_concurrent_duplicates"] == 0
+    assert metrics["history_extra_runs"] == 0
+    assert "| 6 | concurrent duplicate executions |" in proc.stdout
+    assert "| 6 | throughput, 2 pools / 1 pool |" in proc.stdout
 
 
 def test_an_unknown_workload_is_a_usage_error() -> None:

@@ -427,8 +427,9 @@ def test_cancelling_an_executing_job_notifies_pools_on_postgresql(db: Database) 
     with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as listener:
         listener.execute(f'LISTEN "{channel_name(db)}"')
         cancel_job(db, inserted, ALICE, utcnow())
-        payloads = [n.payload for n in listener.notifies(timeout=10, stop_after=1)]
-    assert payloads == [f"cancel:{inserted}"]
+        payloads = [n.payload for n in listener.notifies(timeout=10, stop_after=2)]
+    # The pools' cancel, then the audit row's notification (for dashboards), in commit order.
+    assert payloads == [f"cancel:{inserted}", "audit:cancel"]
 
 
 def test_delete_removes_the_job_and_its_runs(db: Database) -> None:

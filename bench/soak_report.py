@@ -1,0 +1,155 @@
+"""The soak's table and verdict: is throughput steady, memory flat, the job table bounded?
+
+Only *saturated* intervals count (work waiting at both ends, so the pools were never idle):
+their first and last thirds are compared.
+
+- **throughput steady**: the last third's median jobs/s is at least ``MIN_THROUGHPUT_RATIO`` of
+  the first third's (a decay as history grows would show here; medians, because a busy machine
+  makes single intervals noisy; a warning says when the load average rose meanwhile);
+- **memory flat**: for each process, the median RSS of the last third exceeds the first third's
+  by at most ``MAX_RSS_GROWTH`` of it or ``RSS_SLACK_MB``, whichever is larger (a leak grows
+  with the jobs processed);
+- **table bounded**: the largest job-table row count of the last third is at most
+  ``MAX_ROWS_GROWTH`` times the middle third's plus ``ROWS_SLACK`` (a table the Pruner does not
+  keep bounded grows linearly, 1.5 times from the middle third to the end), and the Pruner did
+  delete jobs. Judged only when the saturated phase lasted at least three retention periods.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+MIN_THROUGHPUT_RATIO = 0.8
+MAX_RSS_GROWTH = 0.10
+RSS_SLACK_MB = 8.0
+MAX_ROWS_GROWTH = 1.2
+ROWS_SLACK = 500
+MIN_SATURATED = 6
+LOAD_CHANGE = 1.25
+
+Sample = dict[str, Any]
+
+
+def _thirds(items: Sequence[Sample]) -> tuple[list[Sample], list[Sample], list[Sample]]:
+    third = len(items) // 3
+    return list(items[:third]), list(items[third : 2 * third]), list(items[-third:])
+
+
+def rss_keys(samples: Sequence[Sample]) -> list[str]:
+    """The per-process RSS columns the samples carry (``rss_mb.<process>``)."""
+    return sorted({k for s in samples for k in s["rss_mb"]})
+
+
+def verdict(samples: Sequence[Sample], *, retention_s: float, pruned: int) -> dict[str, Any]:
+    """Judge the run; each criterion has ``ok`` True, False or None (cannot judge)."""
+    steady = [s for s in samples if s["saturated"]]
+    result: dict[str, Any] = {"saturated_samples": len(steady)}
+    if len(steady) < MIN_SATURATED:
+        result.update(ok=None, reason=f"fewer than {MIN_SATURATED} saturated samples: too short")
+        return result
+    first, middle, last = _thirds(steady)
+    tp_first = statistics.median(s["jobs_per_s"] for s in first)
+    tp_last = statistics.median(s["jobs_per_s"] for s in last)
+    ratio = tp_last / tp_first if tp_first else 0.0
+    load_first = statistics.fmean(s["load_1m"] for s in first)
+    load_last = statistics.fmean(s["load_1m"] for s in last)
+    result["throughput"] = {
+        "first_jobs_per_s": round(tp_first, 1),
+        "last_jobs_per_s": round(tp_last, 1),
+        "ratio": round(ratio, 3),
+        "first_load_1m": round(load_first, 2),
+        "last_load_1m": round(load_last, 2),
+        "ok": ratio >= MIN_THROUGHPUT_RATIO,
+    }
+    if load_last > LOAD_CHANGE * max(load_first, 1.0):
+        result["throughput"]["warning"] = (
+            f"the machine got busier (load {load_first:.1f} -> {load_last:.1f}): "
+            "a throughput drop may not be Kickside's"
+        )
+    memory: dict[str, Any] = {}
+    for key in rss_keys(steady):
+        before = statistics.median(s["rss_mb"].get(key, 0.0) for s in first)
+        after = statistics.median(s["rss_mb"].get(key, 0.0) for s in last)
+        allowed = max(before * MAX_RSS_GROWTH, RSS_SLACK_MB)
+        memory[key] = {
+            "first_mb": round(before, 1),
+            "last_mb": round(after, 1),
+            "growth_mb": round(after - before, 1),
+            "ok": after - before <= allowed,
+        }
+    result["memory"] = {"processes": memory, "ok": all(m["ok"] for m in memory.values())}
+    span = steady[-1]["t_s"] - steady[0]["t_s"]
+    rows_middle = max(s["job_rows"] for s in middle)
+    rows_last = max(s["job_rows"] for s in last)
+    table: dict[str, Any] = {
+        "middle_max_rows": rows_middle,
+        "last_max_rows": rows_last,
+        "pruned": pruned,
+    }
+    if span < 3 * retention_s:
+        table.update(ok=None, reason=f"saturated for {span:.0f}s < 3 x retention {retention_s:g}s")
+    else:
+        table["ok"] = pruned > 0 and rows_last <= MAX_ROWS_GROWTH * rows_middle + ROWS_SLACK
+    result["table"] = table
+    checks = [result["throughput"]["ok"], result["memory"]["ok"], table["ok"]]
+    result["ok"] = None if None in checks else all(checks)
+    return result
+
+
+def _word(ok: bool | None, good: str, bad: str) -> str:
+    return "n/a" if ok is None else good if ok else bad.upper()
+
+
+def verdict_lines(result: dict[str, Any]) -> list[str]:
+    """The verdict in a few lines of text."""
+    if "throughput" not in result:
+        return [f"verdict: cannot judge ({result.get('reason')})"]
+    tp, mem, table = result["throughput"], result["memory"], result["table"]
+    lines = [
+        f"throughput {_word(tp['ok'], 'steady', 'decayed')}: first third "
+        f"{tp['first_jobs_per_s']} jobs/s, last third {tp['last_jobs_per_s']} "
+        f"(x{tp['ratio']})" + (f"; {tp['warning']}" if tp.get("warning") else ""),
+        f"memory {_word(mem['ok'], 'flat', 'growing')}: "
+        + ", ".join(f"{k} {m['first_mb']}->{m['last_mb']} MB" for k, m in mem["processes"].items()),
+        f"table {_word(table['ok'], 'bounded', 'growing')}: max rows middle third "
+        f"{table['middle_max_rows']}, last third {table['last_max_rows']}, pruned "
+        f"{table['pruned']}" + (f" ({table['reason']})" if table.get("reason") else ""),
+    ]
+    overall = result["ok"]
+    lines.append(
+        "verdict: "
+        + (
+            "throughput steady, memory flat, table bounded"
+            if overall
+            else "cannot judge every criterion"
+            if overall is None
+            else "FAILED (see above)"
+        )
+    )
+    return lines
+
+
+def table_lines(samples: Sequence[Sample]) -> list[str]:
+    """The samples as a table: a header, then one line per sample."""
+    keys = rss_keys(samples)
+    return [header_line(keys), *(sample_line(s, keys) for s in samples)]
+
+
+def header_line(keys: Sequence[str]) -> str:
+    """The table's header, with one RSS column per process in ``keys``."""
+    rss = " ".join(f"{k:>11}" for k in keys)
+    return (
+        f"{'t_s':>6} {'jobs/s':>8} {'finished':>9} {'backlog':>8} {'job_rows':>9} {rss}  (RSS MB)"
+    )
+
+
+def sample_line(s: Sample, keys: Sequence[str]) -> str:
+    """One sample as a table row (``*`` marks an interval that was not saturated)."""
+    mark = " " if s["saturated"] else "*"
+    rss = " ".join(f"{s['rss_mb'].get(k, 0.0):>11.1f}" for k in keys)
+    return (
+        f"{s['t_s']:>6.0f} {s['jobs_per_s']:>7.0f}{mark} {s['finished']:>9} "
+        f"{s['backlog']:>8} {s['job_rows']:>9} {rss}"
+    )

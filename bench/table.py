@@ -1,0 +1,362 @@
+"""The results table: every workload's figure for Kickside and each peer, the ratio
+Kickside/peer, and issue 8's target for Kickside with whether it was met.
+
+Each :class:`Row` names one figure (a workload's metric on one backend); its target, if it has
+one, is a small function of the whole results document (some targets compare with the fastest
+peer or with a pgbench baseline). The figures come from the results JSON alone, so a saved run
+renders again (``python -m bench.report FILE.json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+KICKSIDE = "kickside"
+
+Doc = dict[str, Any]
+Entry = dict[str, Any]
+#: (what the target says, what was measured against it, met: True/False/None = not measured)
+Verdict = tuple[str, str, bool | None]
+
+
+def find(results: Iterable[Entry], system: str, backend: str, workload: str) -> Entry | None:
+    """The result entry of ``system`` for ``workload`` on ``backend``, if it ran without error."""
+    for entry in results:
+        if (entry["system"], entry["backend"], entry["workload"]) == (system, backend, workload):
+            return entry if entry.get("error") is None else None
+    return None
+
+
+def metric(entry: Entry | None, name: str) -> float | None:
+    """A metric of an entry (None when the entry or the metric is missing)."""
+    if entry is None:
+        return None
+    value = entry["metrics"].get(name)
+    return float(value) if value is not None else None
+
+
+def peers(doc: Doc) -> list[str]:
+    """The peers that appear in the results, in a stable order."""
+    return sorted({e["system"] for e in doc["results"] if e["system"] != KICKSIDE})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure of the table."""
+
+    number: str
+    title: str
+    workload: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    backend: str = "postgresql"
+    target: Callable[[Doc, float | None], Verdict] | None = None
+
+    def label(self, doc: Doc) -> str:
+        """The title, its placeholders filled from Kickside's parameters.
+
+        ``{small}``/``{large}``: the history sizes; ``{most}``/``{least}``: the pool counts.
+        """
+        if "{" not in self.title:
+            return self.title
+        entry = find(doc["results"], KICKSIDE, self.backend, self.workload) or {}
+        params = entry.get("params", {})
+        sizes = params.get("history", {})
+        counts = params.get("pool_counts") or [1, 4]
+        return self.title.format(
+            small=f"{sizes['small']:,}" if "small" in sizes else "small",
+            large=f"{sizes['large']:,}" if "large" in sizes else "large",
+            most=counts[-1],
+            least=counts[0],
+        )
+
+    def value(self, doc: Doc, system: str) -> float | None:
+        """This row's figure for ``system``."""
+        return metric(find(doc["results"], system, self.backend, self.workload), self.metric)
+
+
+def _fastest_peer(doc: Doc, row: Row) -> tuple[str, float] | None:
+    best: tuple[str, float] | None = None
+    for peer in peers(doc):
+        value = row.value(doc, peer)
+        if value is None:
+            continue
+        better = best is None or (value > best[1] if row.higher_is_better else value < best[1])
+        if better:
+            best = (peer, value)
+    return best
+
+
+def times_fastest_peer(factor: float, row: Row) -> Callable[[Doc, float | None], Verdict]:
+    """Kickside's rate at least ``factor`` times the fastest peer's."""
+
+    def verdict(doc: Doc, mine: float | None) -> Verdict:
+        wanted = f"≥ {factor:g}x the fastest peer"
+        best = _fastest_peer(doc, row)
+        if mine is None or best is None:
+            return wanted, "no peer measured" if mine is not None else "—", None
+        ratio = mine / best[1]
+        return wanted, f"{ratio:.2f}x {best[0]}", ratio >= factor
+
+    return verdict
+
+
+def share_of_baseline(share: float, baseline: str, label: str) -> Callable[..., Verdict]:
+    """Kickside's rate at least ``share`` of a pgbench baseline's transactions/s."""
+
+    def verdict(doc: Doc, mine: float | None) -> Verdict:
+        tps = doc.get("baselines", {}).get(baseline, {}).get("tps")
+        wanted = f"≥ {share:.0%} of {label}"
+        if mine is None or not tps:
+            return wanted, "no baseline" if mine is not None else "—", None
+        return f"{wanted} ({tps:,.0f}/s)", f"{mine / tps:.0%}", mine / tps >= share
+
+    return verdict
+
+
+def at_most(limit: float, unit: str) -> Callable[[Doc, float | None], Verdict]:
+    """Kickside's figure no higher than ``limit`` (the figure is in the kickside column)."""
+
+    def verdict(doc: Doc, mine: float | None) -> Verdict:
+        wanted = f"= {limit:g}" if limit == 0 else f"≤ {limit:g}{unit}"
+        return wanted, "", None if mine is None else mine <= limit
+
+    return verdict
+
+
+def at_least(limit: float, unit: str) -> Callable[[Doc, float | None], Verdict]:
+    """Kickside's figure no lower than ``limit`` (the figure is in the kickside column)."""
+
+    def verdict(doc: Doc, mine: float | None) -> Verdict:
+        return f"≥ {limit:g}{unit}", "", None if mine is None else mine >= limit
+
+    return verdict
+
+
+def _rows() -> list[Row]:
+    bulk = Row("1", "bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True)
+    drain = Row("3", "drain, 1 pool", "drain", "jobs_per_s", "jobs/s", True)
+    rows = [
+        replace(bulk, target=times_fastest_peer(1.5, bulk)),
+        Row(
+            "1b",
+            "bulk enqueue, raw COPY of prebuilt rows (ceiling)",
+            "bulk_enqueue_copy",
+            "jobs_per_s",
+            "jobs/s",
+            True,
+        ),
+        Row(
+            "2",
+            "single enqueue",
+            "single_enqueue",
+            "jobs_per_s",
+            "jobs/s",
+            True,
+            target=share_of_baseline(0.9, "pgbench_insert", "pgbench INSERT"),
+        ),
+        replace(drain, target=times_fastest_peer(2.0, drain)),
+        Row(
+            "3b",
+            "dispatch round trip p50 (supervisor → executor → supervisor)",
+            "dispatch",
+            "round_trip_p50_us",
+            "µs",
+            False,
+            backend="sqlite",
+            target=at_most(1000, " µs"),
+        ),
+        Row(
+            "3b",
+            "dispatch CPU per job, supervisor + executor",
+            "dispatch",
+            "cpu_us_per_job",
+            "µs",
+            False,
+            backend="sqlite",
+        ),
+        Row("4", "latency p50", "latency", "p50_ms", "ms", False, target=at_most(3, " ms")),
+        Row("4", "latency p99", "latency", "p99_ms", "ms", False, target=at_most(20, " ms")),
+        Row("4b", "latency p50, pool in-process", "latency_inprocess", "p50_ms", "ms", False),
+        Row(
+            "5",
+            "claim+complete, {small} jobs in history",
+            "history_scale",
+            "small_us_per_job",
+            "µs/job",
+            False,
+        ),
+        Row(
+            "5",
+            "claim+complete, {large} jobs in history",
+            "history_scale",
+            "large_us_per_job",
+            "µs/job",
+            False,
+        ),
+        Row(
+            "5",
+            "history slowdown ({large} / {small})",
+            "history_scale",
+            "slowdown",
+            "x",
+            False,
+            target=at_most(1.2, "x"),
+        ),
+    ]
+    for pools in (1, 2, 4):
+        rows.append(
+            Row(
+                "6",
+                f"multi-node, {pools} pool{'s' if pools > 1 else ''}",
+                "multi_node",
+                f"jobs_per_s_{pools}_pools",
+                "jobs/s",
+                True,
+            )
+        )
+    for pools in (1, 4):
+        rows.append(
+            Row(
+                "6",
+                f"CPU (pools + PostgreSQL), {pools} pool{'s' if pools > 1 else ''}",
+                "multi_node",
+                f"cpu_s_per_1000_jobs_{pools}_pools",
+                "CPU s/1000 jobs",
+                False,
+            )
+        )
+    rows += [
+        Row(
+            "6",
+            "throughput, {most} pools / {least} pool",
+            "multi_node",
+            "throughput_ratio",
+            "x",
+            True,
+            target=at_least(1.0, "x"),
+        ),
+        Row(
+            "6",
+            "CPU per job, {most} pools / {least} pool",
+            "multi_node",
+            "cpu_ratio",
+            "x",
+            False,
+            target=at_most(1.2, "x"),
+        ),
+        Row(
+            "6",
+            "concurrent duplicate executions",
+            "multi_node",
+            "concurrent_duplicates",
+            "count",
+            False,
+            target=at_most(0, ""),
+        ),
+        Row("6", "extra executions (any)", "multi_node", "extra_executions", "count", False),
+        Row(
+            "7",
+            "dashboard refresh, slowest view",
+            "dashboard",
+            "max_refresh_ms",
+            "ms",
+            False,
+            target=at_most(150, " ms"),
+        ),
+        Row(
+            "7",
+            "dashboard resident memory (peak)",
+            "dashboard",
+            "peak_rss_mb",
+            "MB",
+            False,
+            target=at_most(250, " MB"),
+        ),
+    ]
+    for number, title, workload, name, unit, higher in (
+        ("8", "SQLite: bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True),
+        ("8", "SQLite: single enqueue", "single_enqueue", "jobs_per_s", "jobs/s", True),
+        ("8", "SQLite: drain, 1 pool", "drain", "jobs_per_s", "jobs/s", True),
+        ("8", "SQLite: latency p50 (pool polls)", "latency", "p50_ms", "ms", False),
+        ("8", "SQLite: latency p50, in-process", "latency_inprocess", "p50_ms", "ms", False),
+        ("8", "SQLite: latency p99, in-process", "latency_inprocess", "p99_ms", "ms", False),
+    ):
+        rows.append(Row(number, title, workload, name, unit, higher, backend="sqlite"))
+    return rows
+
+
+ROWS: tuple[Row, ...] = tuple(_rows())
+
+#: pgbench baselines shown in the table: (key in ``baselines``, title).
+BASELINES = (
+    ("pgbench_insert", "pgbench: single-row INSERT, 1 client (reference for 2)"),
+    ("pgbench_update", "pgbench: simple-update (-N), 10 clients"),
+)
+
+
+def fmt(value: float | None, unit: str) -> str:
+    """A figure in its unit's usual precision."""
+    if value is None:
+        return "—"
+    if unit in ("jobs/s", "tx/s", "µs/job", "µs", "MB", "count"):
+        return f"{value:,.0f}"
+    if unit == "ms":
+        return f"{value:.1f}"
+    if unit == "x":
+        return f"{value:.2f}x"
+    return f"{value:.3f}"
+
+
+def workload_table(doc: Doc) -> list[str]:
+    """The table: one line per figure measured, with peers, ratios and targets."""
+    others = peers(doc)
+    versions = doc.get("versions", {})
+    names = [f"{p} {versions[p]}" if versions.get(p) else p for p in others]
+    smoke = doc.get("quick", False)
+    header = (
+        ["#", "workload", "unit", "kickside", *names]
+        + [f"kickside/{p}" for p in others]
+        + ["target (kickside)", "measured", "smoke: met?" if smoke else "met"]
+    )
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append(
+        "| "
+        + " | ".join(
+            ["---", "---", "---"] + ["---:"] * (len(header) - 6) + ["---", "---:", ":---:"]
+        )
+        + " |"
+    )
+    for row in ROWS:
+        mine = row.value(doc, KICKSIDE)
+        theirs = [row.value(doc, p) if row.backend == "postgresql" else None for p in others]
+        if mine is None and all(v is None for v in theirs):
+            continue
+        arrow = "↑" if row.higher_is_better else "↓"
+        ratios = ["—" if not mine or not v else f"{mine / v:.2f}x" for v in theirs]
+        wanted, measured, met = row.target(doc, mine) if row.target else ("", "", None)
+        verdict = "" if not row.target else "—" if met is None else "pass" if met else "MISS"
+        cells = [
+            row.number,
+            row.label(doc),
+            f"{row.unit} {arrow}",
+            fmt(mine, row.unit),
+            *[fmt(v, row.unit) for v in theirs],
+            *ratios,
+            wanted,
+            measured,
+            verdict,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    blanks = [""] * (len(others) * 2 + 3)
+    for key, title in BASELINES:
+        base = doc.get("baselines", {}).get(key)
+        if base:
+            shown = (
+                fmt(base.get("tps"), "tx/s") if base.get("tps") else f"n/a: {base.get('reason')}"
+            )
+            lines.append("| " + " | ".join(["ref", title, "tx/s ↑", shown, *blanks]) + " |")
+    return lines

@@ -1,0 +1,123 @@
+"""Following a Kickside database's changes as they commit: :func:`listen`.
+
+Kickside notifies its schema's channel (:func:`~kickside_engine.notify.channel_name`) in the
+transaction that makes a change, so the notification is delivered when, and only if, it
+commits. The payloads:
+
+- a queue name: a job became available there (enqueue, retry, resume, the Stager and the
+  Lifeline);
+- ``wake:<identity>``, ``nudge``, ``cancel:<job id>``, ``reload``: wakes and controls meant for
+  worker pools;
+- ``audit:<action>``: an operator action was recorded (pause, cancel, discard, park, purge,
+  bulk actions, capacity settings: everything :func:`~kickside_engine.audit.record_audit`
+  records), one per transaction.
+
+Jobs finishing are not notified: that would cost a notification per job on the hot path, and
+a dashboard's interval refresh shows completions anyway. On SQLite there is no cross-process
+channel; :func:`listen` then follows this process's own wake-ups (its
+:class:`~kickside_engine.notify.WakeSignal`) and polling remains the way to see others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kickside_engine.notify import channel_name, local_signal
+from kickside_engine.store.database import Database
+
+log = logging.getLogger("kickside.listen")
+
+#: Reconnection backoff after a lost connection: first delay, growth factor and ceiling.
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 5.0
+_POLL_S = 0.25
+
+
+class Subscription:
+    """A running :func:`listen`; :meth:`stop` ends it (the callback is not called after)."""
+
+    def __init__(self, db: Database, callback: Callable[[str], None]) -> None:
+        self.db = db
+        self._callback = callback
+        self._stop = threading.Event()
+        #: Set while a LISTEN connection is up (on SQLite: at once, nothing to connect).
+        self.connected = threading.Event()
+        self._thread: threading.Thread | None = None
+        if db.is_postgresql:
+            self._thread = threading.Thread(target=self._run, name="kickside-listen", daemon=True)
+            self._thread.start()
+        else:
+            local_signal(db).subscribe(self._on_local)
+            self.connected.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop listening and close the connection (waits up to ``timeout`` seconds)."""
+        self._stop.set()
+        if self._thread is None:
+            local_signal(self.db).unsubscribe(self._on_local)
+        elif self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self.connected.clear()
+
+    def _deliver(self, payload: str) -> None:
+        if self._stop.is_set():
+            return
+        try:
+            self._callback(payload)
+        except Exception:  # a subscriber's bug must not end the subscription
+            log.exception("listen callback failed on %r", payload)
+
+    def _on_local(self, queue: str | None) -> None:
+        self._deliver(queue or "nudge")
+
+    def _connect(self) -> Any:
+        raw = self.db.engine.raw_connection()
+        conn = raw.driver_connection
+        raw.detach()  # a dedicated connection, never returned to the pool
+        assert conn is not None
+        conn.autocommit = True
+        conn.execute(f'LISTEN "{channel_name(self.db)}"')
+        return conn
+
+    def _run(self) -> None:
+        delay = RETRY_FIRST_S
+        while not self._stop.is_set():
+            conn = None
+            try:
+                conn = self._connect()
+                self.connected.set()
+                delay = RETRY_FIRST_S
+                while not self._stop.is_set():
+                    for notification in conn.notifies(timeout=_POLL_S):
+                        self._deliver(notification.payload)
+            except Exception as exc:
+                self.connected.clear()
+                if self._stop.is_set():
+                    break
+                log.warning("listen: connection lost, retrying in %.1fs: %s", delay, exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+
+
+def listen(db: Database, callback: Callable[[str], None]) -> Subscription:
+    """Call ``callback(payload)`` for every notification of ``db``'s schema until stopped.
+
+    On PostgreSQL a daemon thread holds a connection of its own that LISTENs, reconnecting
+    with backoff (0.1 s doubling to 5 s) whenever it is lost; notifications sent while it is
+    down are lost, so treat one as "look again", never as the only way to learn of a change.
+    The callback runs on that thread (keep it short; hand work to your own loop). On SQLite
+    it runs on the thread that woke this process's pools. See the module for the payloads.
+    """
+    return Subscription(db, callback)

@@ -1,0 +1,149 @@
+"""The harness's own logic, without a database: duplicate detection and the results table.
+
+These never time anything: they feed made-up figures and check what the harness concludes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.nodes import Span, duplicates, multi_node_metrics, read_spans, write_span
+
+
+def test_overlapping_executions_of_one_job_are_a_concurrent_duplicate() -> None:
+    spans = [
+        Span("a", 100, 200),
+        Span("a", 150, 300),  # began before the first ended
+        Span("b", 100, 110),
+        Span("b", 500, 510),  # a later, separate execution: extra, not concurrent
+        Span("c", 0, 5),
+    ]
+    found = duplicates(spans, expected=4)
+    assert found == {
+        "executions": 5,
+        "extra_executions": 2,
+        "missing": 1,
+        "concurrent_duplicates": 1,
+    }
+
+
+def test_every_overlapping_pair_of_executions_counts_once() -> None:
+    mutual = [Span("a", 0, 100), Span("a", 10, 60), Span("a", 50, 70)]
+    assert duplicates(mutual, expected=1)["concurrent_duplicates"] == 3
+    # Both overlap the long one, not each other.
+    nested = [Span("a", 10, 20), Span("a", 0, 100), Span("a", 50, 60)]
+    assert duplicates(nested, expected=1)["concurrent_duplicates"] == 2
+
+
+def test_spans_written_by_the_worker_are_read_back(tmp_path: Path) -> None:
+    log = tmp_path / "spans"
+    write_span(str(log), "job-1", 1, begin_ns=5)
+    write_span(str(log), "job-2", 1)
+    first, second = read_spans(log)
+    assert (first.job_id, first.begin_ns) == ("job-1", 5) and first.end_ns >= first.begin_ns
+    assert second.job_id == "job-2" and second.end_ns >= second.begin_ns
+    assert read_spans(tmp_path / "missing") == []
+
+
+def _run(pools: int, jobs_per_s: float, cpu: float) -> dict[str, float]:
+    return {
+        "pools": float(pools),
+        "jobs_per_s": jobs_per_s,
+        "pool_cpu_s_per_1000_jobs": cpu / 2,
+        "pg_cpu_s_per_1000_jobs": cpu / 2,
+        "cpu_s_per_1000_jobs": cpu,
+        "concurrent_duplicates": 0.0,
+        "extra_executions": float(pools - 1),
+        "missing": 0.0,
+    }
+
+
+def test_multi_node_figures_compare_the_most_pools_with_one() -> None:
+    metrics = multi_node_metrics([_run(1, 1000, 1.0), _run(2, 1100, 1.1), _run(4, 900, 1.5)])
+    assert metrics["jobs_per_s_4_pools"] == 900
+    assert metrics["throughput_ratio"] == 0.9
+    assert metrics["cpu_ratio"] == 1.5
+    assert metrics["extra_executions"] == 4
+    assert metrics["concurrent_duplicates"] == 0
+
+
+def _entry(system: str, workload: str, metrics: dict[str, float], **kw: Any) -> dict[str, Any]:
+    return {
+        "system": system,
+        "backend": kw.get("backend", "postgresql"),
+        "workload": workload,
+        "params": kw.get("params", {"jobs": 10}),
+        "metrics": metrics,
+        "runs": [],
+        "details": {},
+        "error": kw.get("error"),
+    }
+
+
+def _doc(quick: bool) -> dict[str, Any]:
+    return {
+        "format": report.FORMAT,
+        "started_at": "2026-11-30T00:00:00+00:00",
+        "command": "python -m bench.run",
+        "quick": quick,
+        "scale": 0.05 if quick else 1.0,
+        "machine": {"cpu_count": 2, "cpu_model": "test", "python": "3", "load_average": [0, 0, 0]},
+        "warnings": [],
+        "versions": {"kickside": "0.1.0", "peer_a": "1.0", "sqlite": "3"},
+        "baselines": {
+            "pgbench_insert": {"tps": 2000.0},
+            "pgbench_update": {"tps": None, "reason": "pgbench is not installed"},
+        },
+        "results": [
+            _entry("kickside", "drain", {"jobs_per_s": 3000.0}),
+            _entry("peer_a", "drain", {"jobs_per_s": 1000.0}),
+            _entry("kickside", "bulk_enqueue", {"jobs_per_s": 10000.0}),
+            _entry("peer_a", "bulk_enqueue", {"jobs_per_s": 8000.0}),
+            _entry("kickside", "single_enqueue", {"jobs_per_s": 1900.0}),
+            _entry("kickside", "latency", {"p50_ms": 2.0, "p99_ms": 25.0}),
+            _entry("peer_a", "latency", {}, error="TimeoutError: no start"),
+            _entry(
+                "kickside",
+                "multi_node",
+                {"jobs_per_s_1_pools": 1000.0, "concurrent_duplicates": 1.0, "cpu_ratio": 1.1},
+            ),
+            _entry("kickside", "drain", {"jobs_per_s": 800.0}, backend="sqlite"),
+        ],
+    }
+
+
+def _line(markdown: str, start: str) -> list[str]:
+    (line,) = [row for row in markdown.splitlines() if row.startswith(start)]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_table_shows_peers_ratios_and_each_target_met_or_missed() -> None:
+    text = report.markdown(_doc(quick=False))
+    header = _line(text, "| # |")
+    assert header[3:6] == ["kickside", "peer_a 1.0", "kickside/peer_a"]
+    assert header[-1] == "met"
+    drain = _line(text, "| 3 | drain")
+    assert drain[3:6] == ["3,000", "1,000", "3.00x"]
+    assert drain[-2:] == ["3.00x peer_a", "pass"]  # ≥ 2x the fastest peer
+    bulk = _line(text, "| 1 | bulk enqueue |")
+    assert bulk[-2:] == ["1.25x peer_a", "MISS"]  # < 1.5x
+    single = _line(text, "| 2 | single enqueue")
+    assert single[-2:] == ["95%", "pass"]  # of pgbench's 2,000 inserts/s
+    assert _line(text, "| 4 | latency p50")[-1] == "pass"
+    p99 = _line(text, "| 4 | latency p99")
+    assert p99[4] == "—" and p99[-1] == "MISS"  # the peer's latency failed: no figure
+    assert _line(text, "| 6 | concurrent duplicate")[-1] == "MISS"
+    assert _line(text, "| 6 | CPU per job, 4 pools")[-1] == "pass"
+    assert _line(text, "| 8 | SQLite: drain")[3] == "800"
+    assert _line(text, "| ref | pgbench: single-row INSERT")[3] == "2,000"
+    assert "n/a: pgbench is not installed" in _line(text, "| ref | pgbench: simple-update")[3]
+    assert "peer_a postgresql latency: TimeoutError: no start" in text
+    assert "history slowdown" not in text.split("Every figure")[1]  # not measured: no row
+
+
+def test_a_quick_run_is_marked_as_a_smoke_test_not_a_measurement() -> None:
+    text = report.markdown(_doc(quick=True))
+    assert "A smoke test, not a measurement" in text
+    assert _line(text, "| # |")[-1] == "smoke: met?"

@@ -1,0 +1,103 @@
+"""Prefetch: jobs claimed ahead of free executors start as soon as one frees up, never beyond a
+queue's concurrency, each exactly once; runs restamped after an upgrade say the right version."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from kickside_engine import Database, Job, JobBuilder, WorkerRegistry, enqueue_many
+from kickside_engine.clock import utcnow
+from kickside_engine.runtime import PoolConfig, WorkerPool
+from kickside_engine.store.claims import claim_jobs, restamp_run
+
+from ..support.processes import wait_for
+
+registry = WorkerRegistry()
+_lock = threading.Lock()
+_active: Counter[str] = Counter()
+_peak: Counter[str] = Counter()
+_runs: Counter[str] = Counter()
+
+
+@registry.worker("tick")
+def tick(args: dict[str, Any], job: Job) -> None:
+    with _lock:
+        _active[job.queue] += 1
+        _peak[job.queue] = max(_peak[job.queue], _active[job.queue])
+        _runs[str(job.id)] += 1
+    with _lock:
+        _active[job.queue] -= 1
+
+
+def _completed(db: Database) -> int:
+    job = db.tables.job
+    with db.read() as conn:
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).select_from(job).where(job.c.state == "completed")
+            ).scalar_one()
+        )
+
+
+def test_prefetched_jobs_run_once_within_each_queues_concurrency(db: Database) -> None:
+    _active.clear(), _peak.clear(), _runs.clear()
+    jobs = [JobBuilder("tick").queue("a") for _ in range(300)]
+    jobs += [JobBuilder("tick").queue("b") for _ in range(300)]
+    inserted = enqueue_many(db, jobs)
+    pool = WorkerPool(
+        db,
+        PoolConfig(queues={"a": 2, "b": 3}, mode="thread", registry=registry, run_plugins=False),
+    )
+    pool.start()
+    try:
+        wait_for(lambda: _completed(db) == 600, 120, "every job completed")
+    finally:
+        pool.stop(30)
+    assert _peak["a"] <= 2 and _peak["b"] <= 3
+    assert sorted(_runs.values()) == [1] * 600
+    assert set(_runs) == {str(j.id) for j in inserted}
+    assert pool.stats["prefetched"] > 0  # fast jobs were claimed ahead and waited here
+    assert not pool.buffer
+
+
+def test_prefetch_zero_claims_only_for_free_executors(db: Database) -> None:
+    enqueue_many(db, [JobBuilder("tick") for _ in range(50)])
+    pool = WorkerPool(
+        db,
+        PoolConfig(
+            queues={"default": 2}, mode="thread", registry=registry, run_plugins=False, prefetch=0
+        ),
+    )
+    pool.start()
+    try:
+        wait_for(lambda: _completed(db) == 50, 60, "every job completed")
+    finally:
+        pool.stop(30)
+    assert pool.stats["prefetched"] == 0
+
+
+def test_restamp_records_the_version_a_prefetched_run_starts_under(db: Database) -> None:
+    enqueue_many(db, [JobBuilder("tick")])
+    with db.begin() as conn:
+        (claimed,) = claim_jobs(
+            db,
+            conn,
+            queue="default",
+            node="n1",
+            limit=1,
+            now=utcnow(),
+            lease=timedelta(seconds=30),
+            code_version="v1",
+        )
+    restamp_run(db, claimed.lease_token, "v2")
+    run = db.tables.job_run
+    with db.read() as conn:
+        version = conn.execute(
+            sa.select(run.c.code_version).where(run.c.lease_token == claimed.lease_token)
+        ).scalar_one()
+    assert version == "v2"

@@ -1,0 +1,140 @@
+"""A role that may only read: the dashboard and every read work, every action fails cleanly.
+
+On PostgreSQL the role is made by running the README's own SQL (names swapped for the test's
+schema and a unique role name); on SQLite the same database file is opened read-only
+(``?mode=ro&uri=true``). Connected that way, ``kickside-tui --read-only`` shows every view and
+every read command works; every action command fails with one line and a documented exit
+code, and leaves the database exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from typer.testing import CliRunner, Result
+
+from kickside_engine import Database
+from kickside_tui import app as tui
+from kickside_tui.app import KicksideApp
+from kickside_tui.screens.base import ViewScreen
+from kickside_tui.widgets.chrome import VIEWS, Banner
+
+from ..conftest import PG_URL, Target
+from ..support.processes import ROOT
+from ..tui.fixtures import settle, wait_until
+from .commands import ACTIONS, READS, seed
+from .test_audit_coverage import cli, one_error_line, snapshot
+
+READER_PASSWORD = "change-me"
+
+
+def readme_sql() -> str:
+    """The SQL block of the README's "A read-only role" section."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### A read-only role") :]
+    match = re.search(r"```sql\n(.*?)```", section, re.DOTALL)
+    assert match, "the README's read-only role section has no SQL block"
+    return match.group(1)
+
+
+@pytest.fixture
+def reader(db: Database, target: Target) -> Iterator[Target]:
+    """Where the test database is, as seen by a role (or a file handle) that may only read."""
+    if target.backend == "sqlite":
+        path = target.url.removeprefix("sqlite:///")
+        yield Target("sqlite", f"sqlite:///file:{path}?mode=ro&uri=true", None)
+        return
+    role = f"kst_reader_{uuid.uuid4().hex[:10]}"
+    database = make_url(PG_URL).database
+    sql = readme_sql()
+    sql = re.sub(r"\bkickside_reader\b", role, sql)
+    sql = re.sub(r"\bjobs\b", str(target.schema), sql)
+    sql = re.sub(r"\bDATABASE app\b", f'DATABASE "{database}"', sql)
+    admin = sa.create_engine(PG_URL)
+    try:
+        with admin.begin() as conn:
+            for statement in (s.strip() for s in sql.split(";")):
+                lines = [ln for ln in statement.splitlines() if not ln.lstrip().startswith("--")]
+                if "\n".join(lines).strip():
+                    conn.exec_driver_sql("\n".join(lines))
+        url = make_url(PG_URL).set(username=role, password=READER_PASSWORD)
+        yield Target("postgresql", url.render_as_string(hide_password=False), target.schema)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        admin.dispose()
+
+
+def test_reads_work_for_a_role_that_may_only_read(db: Database, reader: Target) -> None:
+    seeded = seed(db)
+    before = snapshot(db)
+    for flags in ([], ["--read-only"]):
+        for name, make in READS.items():
+            result = cli(reader, *flags, *make(seeded))
+            allowed = (0, 1) if name in ("doctor", "migrate status") else (0,)
+            assert result.exit_code in allowed, (name, result.stderr)
+            assert "permission denied" not in result.output, (name, result.output[-500:])
+    assert snapshot(db) == before
+
+
+def test_every_action_fails_cleanly_for_a_role_that_may_only_read(
+    db: Database, reader: Target
+) -> None:
+    seeded = seed(db)
+    before = snapshot(db)
+    for name, action in ACTIONS.items():
+        result: Result = cli(reader, *action.argv(seeded))
+        assert result.exit_code == 1, (name, result.exit_code, result.stderr)
+        assert "permission denied" in one_error_line(result), name
+        assert READER_PASSWORD not in result.output, name
+        refused = cli(reader, "--read-only", *action.argv(seeded))
+        assert refused.exit_code == 2, (name, refused.stderr)
+    assert snapshot(db) == before, "an action half-wrote something"
+
+
+def test_the_dashboard_shows_every_view_for_a_role_that_may_only_read(
+    db: Database, reader: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(db)
+    started: list[KicksideApp] = []
+    monkeypatch.setattr(KicksideApp, "run", lambda self, *a, **k: started.append(self))
+    result = CliRunner().invoke(tui.cli, ["--read-only", *reader.cli_args()])
+    assert result.exit_code == 0, result.output
+    (app,) = started
+    before = snapshot(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            assert "read-only" in app.sub_title and READER_PASSWORD not in app.sub_title
+            for _name, key, label in VIEWS:
+                await pilot.press(key)
+                await settle(pilot)
+                screen: Any = app.view_screen()
+                assert isinstance(screen, ViewScreen)
+                await wait_until(pilot, lambda s=screen: s.loaded >= 1, f"{label} loaded")
+                banner = screen.query_one(Banner)
+                assert not banner.shown, (label, banner.render())
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        app.adapter.db.dispose()
+    assert snapshot(db) == before
+
+
+def test_readme_grants_read_access_and_nothing_more() -> None:
+    sql = readme_sql()
+    assert "GRANT SELECT" in sql and "GRANT USAGE ON SCHEMA" in sql
+    for word in ("INSERT", "UPDATE", "DELETE", "ALL PRIVILEGES", "TRUNCATE", "CREATE ON"):
+        assert word not in sql.upper(), word
+    assert Path(ROOT / "README.md").read_text().count("### A read-only role") == 1

@@ -1,0 +1,125 @@
+"""The seed's redaction example, end to end, through a real `kickside worker` process.
+
+A worker fails with ``https://deploy:not-a-password@api.example.com/v1/charges?token=not-a-token``
+(and the job's args carry the same URL). Neither secret may appear in the raw rows of
+``kickside_job`` and ``kickside_job_run``, in search results, in the pool's log, in the CLI's
+output (``kickside job``, ``--json``, ``jobs``, ``explain``) or in the dashboard's job detail;
+the host, path and cause stay readable everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from textual.widgets import Input, Static
+from typer.testing import CliRunner
+
+from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
+from kickside_engine.control import JobFilter, list_jobs
+from kickside_tui.cli.main import app
+from kickside_tui.widgets.job_detail import JobDetailPane
+
+from ..conftest import Target
+from ..support.processes import start_worker, stop, wait_for
+from ..tui.fixtures import make_app, plain, settle, wait_until
+
+SECRETS = ("not-a-password", "not-a-token")
+SEED_URL = "https://deploy:not-a-password@api.example.com/v1/charges?token=not-a-token"
+READABLE = ("api.example.com/v1/charges", "charge failed")
+runner = CliRunner()
+
+
+def assert_redacted(text: str, where: str, *, readable: tuple[str, ...] = READABLE) -> None:
+    for secret in SECRETS:
+        assert secret not in text, f"{secret} leaked into {where}"
+    for part in readable:
+        assert part in text, f"{part!r} is no longer readable in {where}"
+
+
+def raw_rows(db: Database, job_id: uuid.UUID) -> str:
+    """Every column of the job's row and its runs, as stored, as one text."""
+    job, run = db.tables.job, db.tables.job_run
+    with db.read() as conn:
+        rows = [*conn.execute(select(job).where(job.c.id == job_id)).mappings()]
+        rows += [*conn.execute(select(run).where(run.c.job_id == job_id)).mappings()]
+    assert len(rows) == 2, "one job row and one run row"
+    return json.dumps([dict(r) for r in rows], default=str, ensure_ascii=False)
+
+
+async def _dashboard_detail(db: Database, job_id: uuid.UUID) -> str:
+    app_ = make_app(db)
+    async with app_.run_test(size=(140, 50)) as pilot:
+        await pilot.press("2")
+        await settle(pilot)
+        app_.screen.query_one("#f-search", Input).value = "api.example.com/v1/charges"
+        app_.screen.query_one("#f-search", Input).focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        body = app_.screen.query_one(JobDetailPane).query_one("#detail-body", Static)
+        await wait_until(pilot, lambda: str(job_id) in plain(body.content), "the job's detail")
+        return plain(body.content)
+
+
+@pytest.mark.slow
+def test_the_seed_example_leaks_its_secrets_nowhere(
+    db: Database, target: Target, tmp_path: Path
+) -> None:
+    job_id = enqueue(
+        db, JobBuilder("leaky", {"endpoint": SEED_URL, "order": 42}).max_attempts(1)
+    ).id
+    log = tmp_path / "pool.log"
+    pool = start_worker(target.cli_args(), app="tests.support.workers", queues="default:1",
+                        log=log)
+    try:
+        wait_for(
+            lambda: (job := get_job(db, job_id)) is not None and job.state is JobState.DISCARDED,
+            60, "the leaky job to fail for good",
+        )
+    finally:
+        assert stop(pool) == 0
+
+    # Stored: neither the job's row nor its run holds a secret; host, path and cause stay.
+    assert_redacted(raw_rows(db, job_id), "the raw database rows")
+    job = get_job(db, job_id)
+    assert job is not None
+    assert job.args["endpoint"] == (
+        "https://deploy:[REDACTED]@api.example.com/v1/charges?token=[REDACTED]"
+    )
+    assert "RuntimeError: charge failed for https://deploy:[REDACTED]@api.example.com" in (
+        job.errors[-1].error
+    )
+
+    # Searched: a secret finds nothing, what stays readable finds the job.
+    assert list_jobs(db, JobFilter(search="not-a-password")).jobs == []
+    assert list_jobs(db, JobFilter(search="not-a-token")).jobs == []
+    found = list_jobs(db, JobFilter(search="api.example.com/v1/charges")).jobs
+    assert [j.id for j in found] == [job_id]
+
+    # Logged: the pool's log line for the failure keeps the cause, not the secrets.
+    text = log.read_text()
+    assert str(job_id) in text
+    assert_redacted(text, "the pool's log", readable=("api.example.com/v1/charges",))
+
+    # Shown by the CLI, as tables and as JSON.
+    for argv in (["job", str(job_id)], ["job", str(job_id), "--json"],
+                 ["jobs", "--json"], ["jobs", "--state", "discarded"],
+                 ["explain", str(job_id), "--json"]):
+        result = runner.invoke(app, [*target.cli_args(), *argv])
+        assert result.exit_code == 0, (argv, result.stderr)
+        # `jobs` cuts the last error to a table cell; `explain` shows reasons, not errors.
+        readable = {"job": READABLE, "jobs": ("charge failed",), "explain": ()}[argv[0]]
+        assert_redacted(result.output, f"`kickside {' '.join(argv)}`", readable=readable)
+    searched = runner.invoke(app, [*target.cli_args(), "jobs", "--search", "not-a-password",
+                                   "--json"])
+    assert json.loads(searched.stdout)["jobs"] == []
+
+    # Shown by the dashboard's job detail.
+    detail: Any = asyncio.run(_dashboard_detail(db, job_id))
+    assert_redacted(detail, "the dashboard's job detail", readable=("api.example.com",))
+    assert "charge failed" in detail
