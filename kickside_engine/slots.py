@@ -226,8 +226,13 @@ def list_slots(
     run = db.tables.job_run
     stmt = (
         select(job)
-        # Every slot has an identity: saying so lets the identity index serve the scan.
-        .where(job.c.kind == JobKind.SLOT.value, job.c.namespace.is_not(None))
+        # Every slot has an identity: saying so lets the identity index (partial: only jobs
+        # with an identity) serve the scan.
+        .where(
+            job.c.kind == JobKind.SLOT.value,
+            job.c.namespace.is_not(None),
+            job.c.identity_key.is_not(None),
+        )
         .order_by(job.c.namespace, job.c.scope, job.c.identity_key)
         .limit(limit)
     )
