@@ -43,7 +43,10 @@ class Workload:
 WORKLOADS: tuple[Workload, ...] = (
     Workload("bulk_enqueue", "1 bulk enqueue (enqueue_many)", BOTH, bulk_enqueue),
     Workload(
-        "bulk_enqueue_copy", "1b bulk enqueue, raw COPY of prebuilt rows", POSTGRESQL, bulk_enqueue_copy
+        "bulk_enqueue_copy",
+        "1b bulk enqueue, raw COPY of prebuilt rows",
+        POSTGRESQL,
+        bulk_enqueue_copy,
     ),
     Workload("single_enqueue", "2 single enqueue, one commit each", BOTH, single_enqueue),
     Workload("drain", "3 drain, one pool, concurrency 10", BOTH, drain, uses_pool=True),
