@@ -124,22 +124,27 @@ def _claim_and_settle_statement(
 def _build_claim(
     tables: Tables, dialect: str, keyless_only: bool, job_ids: list[uuid.UUID] | None
 ) -> Any:
-    job = tables.job
+    job: Any = tables.job
+    src: Any = tables.job
+    if dialect == "postgresql":
+        # Short aliases keep the statement under psycopg's 4 KB limit for caching its parse
+        # (every column is named twice, and schema-qualified names are long).
+        job, src = tables.job.alias("j"), tables.job.alias("c")
     now = bindparam("p_now", type_=UTCDateTime)
     candidates = (
-        select(job.c.id)
+        select(src.c.id)
         .where(
-            job.c.state == JobState.AVAILABLE.value,
-            job.c.queue == bindparam("p_queue", type_=String),
-            job.c.scheduled_at <= now,
+            src.c.state == JobState.AVAILABLE.value,
+            src.c.queue == bindparam("p_queue", type_=String),
+            src.c.scheduled_at <= now,
         )
-        .order_by(job.c.priority, job.c.scheduled_at, job.c.id)
+        .order_by(src.c.priority, src.c.scheduled_at, src.c.id)
         .limit(bindparam("p_limit", type_=Integer))
     )
     if keyless_only:
-        candidates = candidates.where(job.c.concurrency_key.is_(None))
+        candidates = candidates.where(src.c.concurrency_key.is_(None))
     if job_ids is not None:
-        candidates = candidates.where(job.c.id.in_(job_ids))
+        candidates = candidates.where(src.c.id.in_(job_ids))
     if dialect == "postgresql":
         candidates = candidates.with_for_update(skip_locked=True)
     # Materialised, so PostgreSQL runs the locking subquery once: as a plain IN (subquery) it

@@ -216,7 +216,10 @@ def _unnest_job_update(job_table: str, keys: tuple[str, ...]) -> str:
         # index can answer, so the planner looks each job up by primary key instead of reading
         # the state index, crowded with entries of jobs that left executing since the last
         # vacuum (it did, and a settle then cost a read of every job drained lately).
-        "WHERE j.id = v._id AND j.state IS NOT DISTINCT FROM 'executing' "
+        # ``= ANY``: the document's row count is a guess to the planner (100); the id array
+        # gives it the primary key to look up instead of a scan.
+        "WHERE j.id = ANY(CAST(:s_ids AS uuid[])) AND j.id = v._id "
+        "AND j.state IS NOT DISTINCT FROM 'executing' "
         "AND j.lease_owner = v._node AND j.lease_token = v._token RETURNING j.id"
     )
 
@@ -229,7 +232,8 @@ def _unnest_run_update(run_table: str) -> str:
         f"UPDATE {run_table} AS r SET finished_at = v.r_finished_at, "
         "duration_ms = v.r_duration_ms, outcome = v.r_outcome, error = v.r_error "
         f"FROM {_BATCH} AS v({_RUN_COLUMNS}) "
-        "WHERE r.lease_token = v.r_token AND r.finished_at IS NULL"
+        "WHERE r.lease_token = ANY(CAST(:s_tokens AS uuid[])) AND r.lease_token = v.r_token "
+        "AND r.finished_at IS NULL"
     )
 
 
@@ -296,7 +300,14 @@ def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSett
         }
         for s in settlements
     ]
-    return UnnestSettle(keys, {"s_batch": _encode(rows)})
+    return UnnestSettle(
+        keys,
+        {
+            "s_batch": _encode(rows),
+            "s_ids": [s.job_id for s in settlements],
+            "s_tokens": [s.lease_token for s in settlements],
+        },
+    )
 
 
 def settle_batch_unnest(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> bool:
