@@ -12,25 +12,10 @@ import sqlalchemy as sa
 from kickside_engine import Database, JobBuilder, enqueue_many, migrate
 
 from ..conftest import PG_URL, Target, require_postgres
+from ..support.pg_backends import terminate_backends
 from ..support.processes import start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def _terminate_other_backends() -> int:
-    admin = sa.create_engine(PG_URL)
-    try:
-        with admin.begin() as conn:
-            return len(
-                conn.execute(
-                    sa.text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE application_name = 'kickside' AND pid <> pg_backend_pid()"
-                    )
-                ).all()
-            )
-    finally:
-        admin.dispose()
 
 
 def test_terminated_connections_are_replaced_and_every_job_runs_once(tmp_path: Path) -> None:
@@ -54,7 +39,8 @@ def test_terminated_connections_are_replaced_and_every_job_runs_once(tmp_path: P
             killed = 0
             for _ in range(3):
                 db.dispose()  # ours go too; the pool's are the point
-                killed += _terminate_other_backends()
+                # Only this pool's connections: other tests may share the server.
+                killed += terminate_backends(PG_URL, [proc.pid])
                 time.sleep(0.5)
             assert killed > 0
             wait_for(lambda: done() == 150, 120, "every job completed after the outage")
