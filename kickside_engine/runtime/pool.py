@@ -32,19 +32,24 @@ from kickside_engine.clock import utcnow
 from kickside_engine.errors import KicksideError
 from kickside_engine.execution import max_execution, timeout_result
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
+from kickside_engine.listen import Subscription, listen
 from kickside_engine.models import ClaimedJob
 from kickside_engine.notify import local_signal
 from kickside_engine.redact import redact_text
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor
-from kickside_engine.runtime.listener import Listener
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
 from kickside_engine.store.claims import claim_jobs, restamp_run
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import claim_keyed
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
-from kickside_engine.store.outcomes import Settlement, settle_batch, unnest_settle
+from kickside_engine.store.outcomes import (
+    Settlement,
+    UnnestSettle,
+    settle_batch,
+    unnest_settle,
+)
 
 log = logging.getLogger("kickside.pool")
 #: Prefetch only while executions average under this: for slower jobs a round trip is noise,
@@ -279,7 +284,7 @@ class WorkerPool:
             if pending:
                 settle_batch(self.db, conn, pending)
             if want_claim:
-                self._claim_wanted = self._claim_queues(conn, idle, now, since, assigned)
+                self._claim_wanted, _ = self._claim_queues(conn, idle, now, since, assigned)
         del self.pending[: len(pending)]  # recorded: committed with the claim above
         self._dispatch(assigned, now)
 
@@ -306,30 +311,8 @@ class WorkerPool:
                         settle_batch(self.db, conn, pending)
                         del self.pending[: len(pending)]
                     return
-                full = False
-                for queue, free in self._claimable(idle):
-                    batch = claim_jobs(
-                        self.db,
-                        conn,
-                        queue=queue,
-                        node=self.node,
-                        limit=free,
-                        now=now,
-                        lease=self.config.lease,
-                        code_version=self._claim_version(idle),
-                        settle=inline,
-                    )
-                    if inline is not None:
-                        del self.pending[: len(pending)]  # committed with this claim
-                        inline = None
-                    self._assign(queue, batch, idle, assigned, since)
-                    if len(batch) < free and self._probe_keyed(queue):
-                        with self.db.begin() as tx:
-                            keyed = self._claim_keyed(tx, queue, free - len(batch), idle, now)
-                        self._assign(queue, keyed, idle, assigned, since)
-                        batch += keyed
-                    full = full or len(batch) == free
-                if inline is not None:  # no queue could take work: record the outcomes alone
+                full, settled = self._claim_queues(conn, idle, now, since, assigned, settle=inline)
+                if inline is not None and not settled:  # no queue could take work
                     settle_batch(self.db, conn, pending)
                     del self.pending[: len(pending)]
                 self._claim_wanted = full
@@ -440,9 +423,17 @@ class WorkerPool:
         now: datetime,
         since: float,
         assigned: list[tuple[Executor, ClaimedJob]],
-    ) -> bool:
-        """Claim for the idle executors in one transaction; whether every queue filled up."""
-        full = False
+        *,
+        settle: UnnestSettle | None = None,
+    ) -> tuple[bool, bool]:
+        """Claim for the idle executors (and the prefetch) through ``conn``.
+
+        ``settle`` (PostgreSQL, ``conn`` autocommitting: the first ``len(self.pending)``
+        outcomes) rides along the first claim and leaves ``pending`` once committed. Returns
+        whether every queue filled up, and whether ``settle`` was committed.
+        """
+        settle_count = len(self.pending)
+        full = settled = False
         for queue, free in self._claimable(idle):
             batch = claim_jobs(
                 self.db,
@@ -453,14 +444,22 @@ class WorkerPool:
                 now=now,
                 lease=self.config.lease,
                 code_version=self._claim_version(idle),
+                settle=None if settled else settle,
             )
+            if settle is not None and not settled:
+                del self.pending[:settle_count]  # committed with this claim
+                settled = True
             self._assign(queue, batch, idle, assigned, since)
             if len(batch) < free and self._probe_keyed(queue):
-                keyed = self._claim_keyed(conn, queue, free - len(batch), idle, now)
+                if self.db.is_postgresql:  # advisory locks need a transaction: conn has none
+                    with self.db.begin() as tx:
+                        keyed = self._claim_keyed(tx, queue, free - len(batch), idle, now)
+                else:
+                    keyed = self._claim_keyed(conn, queue, free - len(batch), idle, now)
                 self._assign(queue, keyed, idle, assigned, since)
                 batch += keyed
             full = full or len(batch) == free
-        return full
+        return full, settled
 
     def _dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
         mono = time.monotonic()
@@ -613,14 +612,15 @@ class WorkerPool:
                 previous[signum] = signal.signal(signum, lambda *_a, h=handler: h())
         signal_ = local_signal(self.db)
         signal_.subscribe(self._on_local_wake)
-        listener = Listener(self.db, self._on_payload) if self.db.is_postgresql else None
+        # Other processes' changes on PostgreSQL (this process's arrive through the signal).
+        subscription: Subscription | None = None
         plugins = PluginThread(self.db, self.config) if self.config.run_plugins else None
         try:
             self._beat()
             for _ in range(self.config.executors):
                 self._spawn()
-            if listener:
-                listener.start()
+            if self.db.is_postgresql:
+                subscription = listen(self.db, self._on_payload)
             if plugins:
                 plugins.start()
             self.ready.set()
@@ -630,8 +630,8 @@ class WorkerPool:
             self._drain()
         finally:
             signal_.unsubscribe(self._on_local_wake)
-            if listener:
-                listener.stop()
+            if subscription is not None:
+                subscription.stop()
             if plugins:
                 plugins.stop()
             for ex in list(self.executors):

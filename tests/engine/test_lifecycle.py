@@ -279,11 +279,10 @@ def test_an_insert_notifies_pools_everywhere_when_it_commits(db: Database) -> No
         pytest.skip("cross-process wake-ups are PostgreSQL's LISTEN/NOTIFY")
     import queue as stdlib_queue
 
-    from kickside_engine.runtime.listener import Listener
+    from kickside_engine import listen
 
     heard: stdlib_queue.Queue[str] = stdlib_queue.Queue()
-    listener = Listener(db, heard.put)
-    listener.start()
+    listener = listen(db, heard.put)
     try:
         assert listener.connected.wait(10)
         with pytest.raises(RuntimeError), db.begin() as conn:
