@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import resource
 import time
-from pathlib import Path
 
+from bench.cpu import process_tree_cpu_seconds
 from bench.workloads.common import Context, Measurement, percentile
 from kickside_engine import JobBuilder, connect_database, migrate
 from kickside_engine.api import claim
@@ -20,11 +20,6 @@ from kickside_engine.runtime.executors import ProcessExecutor
 
 DISPATCH_ROUNDS = 2_000
 APP = "bench.workloads.app"
-
-
-def _process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime in clock ticks
 
 
 def dispatch(ctx: Context) -> Measurement:
@@ -47,7 +42,7 @@ def dispatch(ctx: Context) -> Measurement:
             executor.conn.recv()
         pid = executor.pid
         assert pid is not None
-        child_before = _process_cpu(pid)
+        child_before = process_tree_cpu_seconds(pid)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         parent_before = usage.ru_utime + usage.ru_stime
         trips: list[float] = []
@@ -58,7 +53,7 @@ def dispatch(ctx: Context) -> Measurement:
             trips.append((time.perf_counter() - started) * 1e6)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         parent_cpu = usage.ru_utime + usage.ru_stime - parent_before
-        child_cpu = _process_cpu(pid) - child_before
+        child_cpu = process_tree_cpu_seconds(pid) - child_before
     finally:
         executor.stop()
         executor.join(5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -83,6 +84,11 @@ class Tables:
     setting: Table
     recurring_execution: Table
     audit: Table
+
+
+def _partial_index(name: str | None, *columns: Any, where: Any, unique: bool = False) -> Index:
+    """An index holding only the rows ``where`` is true for, on both backends."""
+    return Index(name, *columns, unique=unique, postgresql_where=where, sqlite_where=where)
 
 
 @lru_cache(maxsize=16)
@@ -162,52 +168,41 @@ def build_tables(schema: str | None = None) -> Tables:
     Index(None, job.c.inserted_at)
     # Partial (migration 0002): every claim and every settle rewrites a job row with a new
     # state, so each index that holds every job costs an insert per job twice over; these hold
-    # only the jobs they are ever asked about.
-    finalized = job.c.finalized_at.is_not(None)
-    Index(None, job.c.finalized_at, postgresql_where=finalized, sqlite_where=finalized)
-    executing = job.c.state == "executing"
-    Index(
+    # only the jobs they are ever asked about. (The concurrency and capacity indexes, as full
+    # ones, also lured the claim of keyless jobs away from the fetch index into reading and
+    # sorting every available job.)
+    _partial_index(None, job.c.finalized_at, where=job.c.finalized_at.is_not(None))
+    _partial_index(
         "ix_kickside_job_lease",
         job.c.state,
         job.c.lease_expires_at,
-        postgresql_where=executing,
-        sqlite_where=executing,
+        where=job.c.state == "executing",
     )
-    # Partial (migration 0002): as full indexes they lured the claim of keyless jobs away from
-    # the fetch index into reading and sorting every available job.
-    has_key = job.c.concurrency_key.is_not(None)
-    has_group = job.c.capacity_group.is_not(None)
-    Index(
+    _partial_index(
         "ix_kickside_job_concurrency",
         job.c.concurrency_key,
         job.c.state,
-        postgresql_where=has_key,
-        sqlite_where=has_key,
+        where=job.c.concurrency_key.is_not(None),
     )
-    Index(
+    _partial_index(
         "ix_kickside_job_capacity",
         job.c.capacity_group,
         job.c.state,
-        postgresql_where=has_group,
-        sqlite_where=has_group,
+        where=job.c.capacity_group.is_not(None),
     )
-    has_unique = job.c.unique_key.is_not(None)
-    Index(
+    _partial_index(
         "uq_kickside_job_unique_key",
         job.c.unique_key,
         unique=True,
-        postgresql_where=has_unique,
-        sqlite_where=has_unique,
+        where=job.c.unique_key.is_not(None),
     )
-    has_identity = job.c.identity_key.is_not(None)
-    Index(
+    _partial_index(
         "uq_kickside_job_identity",
         job.c.namespace,
         job.c.scope,
         job.c.identity_key,
         unique=True,
-        postgresql_where=has_identity,
-        sqlite_where=has_identity,
+        where=job.c.identity_key.is_not(None),
     )
     Index("ix_kickside_job_tags", job.c.tags, postgresql_using="gin").ddl_if(dialect="postgresql")
 
@@ -238,8 +233,7 @@ def build_tables(schema: str | None = None) -> Tables:
     )
     Index(None, job_run.c.job_id, job_run.c.attempt)
     # Partial (migration 0002): open runs are looked up by lease token, never by this index.
-    finished = job_run.c.finished_at.is_not(None)
-    Index(None, job_run.c.finished_at, postgresql_where=finished, sqlite_where=finished)
+    _partial_index(None, job_run.c.finished_at, where=job_run.c.finished_at.is_not(None))
     Index("uq_kickside_job_run_lease_token", job_run.c.lease_token, unique=True)
 
     queue = Table(
