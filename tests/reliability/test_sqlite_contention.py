@@ -25,6 +25,9 @@ pytestmark = pytest.mark.slow
 
 PER_ENQUEUER = 300
 ENQUEUERS = 2
+# Long enough that one pool's two executors (about 80 jobs/s) fall behind the enqueuers, so both
+# pools must take work from the shared file: the contention this test is about.
+JOB_MS = 20
 
 
 def _enqueuer(url: str, log: Path, start_at: float) -> subprocess.Popen[str]:
@@ -41,6 +44,8 @@ def _enqueuer(url: str, log: Path, start_at: float) -> subprocess.Popen[str]:
             str(log),
             "--start-at",
             str(start_at),
+            "--ms",
+            str(JOB_MS),
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
