@@ -3,8 +3,10 @@ records outcomes, and upgrades executors in place.
 
 One supervisor thread does all of this in a loop, waiting on executor pipes, a self-pipe (local
 inserts, PostgreSQL notifications, signals) and timers. Outcomes that arrive together are
-recorded in one transaction together with the next claim, so throughput is not bound to one
-commit per job; an outcome not yet recorded when the pool dies means a re-run, never a loss.
+recorded in one transaction together with the next claim (a *turn*), so throughput is not bound
+to one commit per job; an outcome not yet recorded when the pool dies means a re-run, never a
+loss. While executors are busy a turn runs on a store thread of its own, one at a time, so the
+loop goes on taking results and starting prefetched jobs during the round trip.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from multiprocessing.connection import wait
 from typing import Any
@@ -58,6 +61,35 @@ PREFETCH_BELOW_MS = 20
 job_log = logging.getLogger("kickside.job")
 
 
+@dataclass
+class ClaimPlan:
+    """How much a turn may claim: ``(queue, share)`` in claim order, and ``room`` for all."""
+
+    shares: list[tuple[str, int]]
+    room: int
+
+
+@dataclass
+class Turn:
+    """One trip to the database: outcomes to record and, unless ``plan`` is None, claims."""
+
+    pending: list[Settlement]
+    plan: ClaimPlan | None
+    version: str | None
+
+
+@dataclass
+class TurnResult:
+    """What a turn committed: the first ``settled`` outcomes and the claimed batches."""
+
+    since: float  # monotonic, just before the claims: their leases run from here
+    now: datetime
+    settled: int = 0
+    batches: list[tuple[str, list[ClaimedJob]]] = field(default_factory=list)
+    full: bool = False  # some queue filled its share: there may be more to claim
+    error: Exception | None = None
+
+
 class WorkerPool:
     """A supervised worker pool. ``run()`` blocks; ``start()``/``stop()`` run it on a thread."""
 
@@ -90,6 +122,9 @@ class WorkerPool:
         self._db_backoff = 0.0
         self._keyed_found: dict[str, bool] = {}
         self._keyed_probe_at: dict[str, float] = {}
+        #: Runs turns while executors are busy (see :meth:`_flush_and_claim`).
+        self._store: ThreadPoolExecutor | None = None
+        self._turn: tuple[Turn, Future[TurnResult]] | None = None
         self.leases = LeaseKeeper(db, self.node, config.lease)
         self.stats: Counter[str] = Counter()
         self.ready = threading.Event()
@@ -263,61 +298,181 @@ class WorkerPool:
             self.buffer.remove(claimed)
             self.buffered_by_queue[claimed.job.queue] -= 1
 
-    # -- claims -----------------------------------------------------------------------------
+    # -- claims ---------------------------------------------------------------------------
 
     def _flush_and_claim(self) -> None:
+        """Dispatch prefetched jobs, then start the next turn (record outcomes, claim) if due.
+
+        One turn at a time. While executors are busy it runs on the store thread, so results
+        keep arriving and prefetched jobs keep starting during its round trip; on an idle pool
+        it runs right here, a thread hand-off sooner.
+        """
+        self._collect_turn()
         idle = [ex for ex in self.executors if ex.idle]
         if self.buffer and idle:
             self._dispatch(self._from_buffer(idle), utcnow())
+        if self._turn is not None:
+            return
         if self._stop.is_set():
             idle = []
         want_claim = self._claim_wanted and (bool(idle) or self._prefetching())
         if not self.pending and not want_claim:
             return
-        if self.db.is_postgresql:
-            self._flush_and_claim_postgresql(idle, want_claim)
-            return
-        pending = list(self.pending)
-        since, now = time.monotonic(), utcnow()  # the claims' leases run from here
-        assigned: list[tuple[Executor, ClaimedJob]] = []
-        with self.db.begin() as conn:
-            if pending:
-                settle_batch(self.db, conn, pending)
-            if want_claim:
-                self._claim_wanted, _ = self._claim_queues(conn, idle, now, since, assigned)
-        del self.pending[: len(pending)]  # recorded: committed with the claim above
-        self._dispatch(assigned, now)
+        turn = Turn(
+            pending=list(self.pending),
+            plan=self._plan(idle) if want_claim else None,
+            version=self._claim_version(idle),
+        )
+        if want_claim:
+            self._claim_wanted = False  # set again by what happens while the turn runs
+        if self._store is not None and any(ex.running is not None for ex in self.executors):
+            future = self._store.submit(self._run_turn, turn)
+            self._turn = (turn, future)
+            future.add_done_callback(lambda _f: self._poke())
+        else:
+            self._apply_turn(turn, self._run_turn(turn))
 
-    def _flush_and_claim_postgresql(self, idle: list[Executor], want_claim: bool) -> None:
+    def _collect_turn(self, *, wait: bool = False) -> None:
+        """Apply the store thread's finished turn (``wait``: wait for it first)."""
+        if self._turn is None:
+            return
+        turn, future = self._turn
+        if not wait and not future.done():
+            return
+        self._turn = None
+        self._apply_turn(turn, future.result())
+
+    def _apply_turn(self, turn: Turn, done: TurnResult) -> None:
+        """Take a turn's outcome into the pool: drop what was recorded, start what was claimed.
+
+        Claims committed before a failure are started all the same; the failure is raised
+        after, for :meth:`_step`'s backoff.
+        """
+        del self.pending[: done.settled]
+        idle = [ex for ex in self.executors if ex.idle]
+        assigned: list[tuple[Executor, ClaimedJob]] = []
+        for queue, batch in done.batches:
+            self._assign(queue, batch, idle, assigned, done.since)
+        self._dispatch(assigned, done.now)
+        if turn.plan is not None:
+            self._claim_wanted = self._claim_wanted or done.full or done.error is not None
+        if done.error is not None:
+            raise done.error
+
+    def _run_turn(self, turn: Turn) -> TurnResult:
+        """Record ``turn.pending`` and claim along ``turn.plan``; on the store thread or not.
+
+        Touches no pool state but the keyed-claim probe times (one turn runs at a time).
+        """
+        done = TurnResult(since=time.monotonic(), now=utcnow())
+        try:
+            if self.db.is_postgresql:
+                self._turn_postgresql(turn, done)
+            else:
+                self._turn_sqlite(turn, done)
+        except Exception as exc:
+            done.error = exc
+        return done
+
+    def _turn_sqlite(self, turn: Turn, done: TurnResult) -> None:
+        """One transaction: the outcomes and the claims commit together (or not at all)."""
+        claimed = TurnResult(since=done.since, now=done.now)
+        with self.db.begin() as conn:
+            if turn.pending:
+                settle_batch(self.db, conn, turn.pending)
+            if turn.plan is not None:
+                self._claim_plan(conn, turn, claimed)
+        done.settled = len(turn.pending)
+        done.batches, done.full = claimed.batches, claimed.full
+
+    def _turn_postgresql(self, turn: Turn, done: TurnResult) -> None:
         """Record and claim in as few round trips as possible: usually exactly one.
 
         Outcomes that fit one statement ride along the first claim on an autocommit
         connection (one statement, one commit); others are recorded first in their own
-        transaction. Keyed claims (advisory locks) keep a transaction of their own.
+        transaction. Keyed claims (advisory locks) keep a transaction of their own. Each
+        statement commits by itself, so ``done`` counts what committed before any failure.
         """
-        pending = list(self.pending)
+        pending = turn.pending
         inline = unnest_settle(self.db, pending)
         if pending and inline is None:
             with self.db.begin() as conn:
                 settle_batch(self.db, conn, pending)
-            del self.pending[: len(pending)]
+            done.settled = len(pending)
             pending = []
-        since, now = time.monotonic(), utcnow()  # the claims' leases run from here
-        assigned: list[tuple[Executor, ClaimedJob]] = []
-        try:
-            with self.db.autocommit() as conn:
-                if not want_claim:
-                    if inline is not None:
-                        settle_batch(self.db, conn, pending)
-                        del self.pending[: len(pending)]
-                    return
-                full, settled = self._claim_queues(conn, idle, now, since, assigned, settle=inline)
-                if inline is not None and not settled:  # no queue could take work
-                    settle_batch(self.db, conn, pending)
-                    del self.pending[: len(pending)]
-                self._claim_wanted = full
-        finally:
-            self._dispatch(assigned, now)  # claims already committed must run
+        done.since, done.now = time.monotonic(), utcnow()  # the claims' leases run from here
+        with self.db.autocommit() as conn:
+            settled = False
+            if turn.plan is not None:
+                settled = self._claim_plan(conn, turn, done, settle=inline)
+            if inline is not None and not settled:  # no claim to ride along
+                settle_batch(self.db, conn, pending)
+                done.settled = len(turn.pending)
+
+    def _plan(self, idle: list[Executor]) -> ClaimPlan:
+        """Queues to claim from, in random order, each with its share, and the room for all.
+
+        A queue's share is what its concurrency leaves free, plus, while prefetching, as many
+        again to wait here; all queues together take no more than the idle executors plus the
+        prefetch buffer's free places (``room``), each from what the queues before it left.
+        """
+        prefetching = self._prefetching()
+        room = len(idle) + (self.config.prefetch_jobs - len(self.buffer) if prefetching else 0)
+        shares: list[tuple[str, int]] = []
+        queues = list(self.config.queues)
+        random.shuffle(queues)
+        for queue in queues:
+            if queue in self.paused:
+                continue
+            limit = self.config.queues[queue]
+            held = self.running_by_queue[queue] + self.buffered_by_queue[queue]
+            share = limit + (limit if prefetching else 0) - held
+            if share > 0:
+                shares.append((queue, share))
+        return ClaimPlan(shares=shares, room=room)
+
+    def _claim_plan(
+        self, conn: Any, turn: Turn, done: TurnResult, *, settle: UnnestSettle | None = None
+    ) -> bool:
+        """Claim along ``turn.plan`` through ``conn``; returns whether ``settle`` committed.
+
+        ``settle`` (PostgreSQL, ``conn`` autocommitting: all of ``turn.pending``) rides along
+        the first claim.
+        """
+        assert turn.plan is not None
+        room = turn.plan.room
+        settled = False
+        for queue, share in turn.plan.shares:
+            free = min(share, room)
+            if free <= 0:
+                break
+            batch = claim_jobs(
+                self.db,
+                conn,
+                queue=queue,
+                node=self.node,
+                limit=free,
+                now=done.now,
+                lease=self.config.lease,
+                code_version=turn.version,
+                settle=None if settled else settle,
+            )
+            if settle is not None and not settled:
+                done.settled = len(turn.pending)  # committed with this claim
+                settled = True
+            done.batches.append((queue, batch))
+            got = len(batch)
+            if got < free and self._probe_keyed(queue):
+                if self.db.is_postgresql:  # advisory locks need a transaction: conn has none
+                    with self.db.begin() as tx:
+                        keyed = self._claim_keyed(tx, queue, free - got, turn.version, done.now)
+                else:
+                    keyed = self._claim_keyed(conn, queue, free - got, turn.version, done.now)
+                done.batches.append((queue, keyed))
+                got += len(keyed)
+            room -= got
+            done.full = done.full or got == free
+        return settled
 
     def _prefetching(self) -> bool:
         """Whether to claim ahead of free executors: only while jobs are fast, and only up
@@ -328,29 +483,6 @@ class WorkerPool:
             and not self._stop.is_set()
             and any(ex.ready and not ex.retiring for ex in self.executors)
         )
-
-    def _claimable(self, idle: list[Executor]) -> Iterator[tuple[str, int]]:
-        """Queues to claim from now, in random order, with how many each may take.
-
-        Lazy: each queue's share is computed from what is left after the claims of the queues
-        before it. A queue may take as many as it has executors free under its concurrency,
-        plus, while prefetching, as many again to wait here.
-        """
-        queues = list(self.config.queues)
-        random.shuffle(queues)
-        for queue in queues:
-            if queue in self.paused:
-                continue
-            limit = self.config.queues[queue]
-            room = len(idle)
-            ahead = 0
-            if self._prefetching():
-                room += self.config.prefetch_jobs - len(self.buffer)
-                ahead = limit
-            held = self.running_by_queue[queue] + self.buffered_by_queue[queue]
-            free = min(limit + ahead - held, room)
-            if free > 0:
-                yield queue, free
 
     def _assign(
         self,
@@ -401,7 +533,7 @@ class WorkerPool:
         return max(ready, key=lambda ex: ex.generation).version if ready else None
 
     def _claim_keyed(
-        self, conn: Any, queue: str, limit: int, idle: list[Executor], now: datetime
+        self, conn: Any, queue: str, limit: int, version: str | None, now: datetime
     ) -> list[ClaimedJob]:
         keyed = claim_keyed(
             self.db,
@@ -411,55 +543,10 @@ class WorkerPool:
             limit=limit,
             now=now,
             lease=self.config.lease,
-            code_version=self._claim_version(idle),
+            code_version=version,
         )
         self._keyed_found[queue] = bool(keyed)
         return keyed
-
-    def _claim_queues(
-        self,
-        conn: Any,
-        idle: list[Executor],
-        now: datetime,
-        since: float,
-        assigned: list[tuple[Executor, ClaimedJob]],
-        *,
-        settle: UnnestSettle | None = None,
-    ) -> tuple[bool, bool]:
-        """Claim for the idle executors (and the prefetch) through ``conn``.
-
-        ``settle`` (PostgreSQL, ``conn`` autocommitting: the first ``len(self.pending)``
-        outcomes) rides along the first claim and leaves ``pending`` once committed. Returns
-        whether every queue filled up, and whether ``settle`` was committed.
-        """
-        settle_count = len(self.pending)
-        full = settled = False
-        for queue, free in self._claimable(idle):
-            batch = claim_jobs(
-                self.db,
-                conn,
-                queue=queue,
-                node=self.node,
-                limit=free,
-                now=now,
-                lease=self.config.lease,
-                code_version=self._claim_version(idle),
-                settle=None if settled else settle,
-            )
-            if settle is not None and not settled:
-                del self.pending[:settle_count]  # committed with this claim
-                settled = True
-            self._assign(queue, batch, idle, assigned, since)
-            if len(batch) < free and self._probe_keyed(queue):
-                if self.db.is_postgresql:  # advisory locks need a transaction: conn has none
-                    with self.db.begin() as tx:
-                        keyed = self._claim_keyed(tx, queue, free - len(batch), idle, now)
-                else:
-                    keyed = self._claim_keyed(conn, queue, free - len(batch), idle, now)
-                self._assign(queue, keyed, idle, assigned, since)
-                batch += keyed
-            full = full or len(batch) == free
-        return full, settled
 
     def _dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
         mono = time.monotonic()
@@ -558,7 +645,7 @@ class WorkerPool:
         until = min([self._next_poll, self._next_beat, self.leases.next_due, *deadlines])
         timeout = (
             0.0
-            if (self._claim_wanted or self._dispatchable())
+            if ((self._claim_wanted and self._turn is None) or self._dispatchable())
             and any(ex.idle for ex in self.executors)
             else max(0.0, until - mono)
         )
@@ -623,12 +710,15 @@ class WorkerPool:
                 subscription = listen(self.db, self._on_payload)
             if plugins:
                 plugins.start()
+            self._store = ThreadPoolExecutor(1, thread_name_prefix=f"kickside-store-{self.node}")
             self.ready.set()
             while not self._stop.is_set():
                 self._wait()
                 self._step()
             self._drain()
         finally:
+            if self._store is not None:
+                self._store.shutdown(wait=True)  # a turn in flight finishes its statement
             signal_.unsubscribe(self._on_local_wake)
             if subscription is not None:
                 subscription.stop()
@@ -647,11 +737,13 @@ class WorkerPool:
     def _drain(self) -> None:
         """Shutdown: stop claiming, wait up to the grace for running jobs, leave the rest."""
         deadline = time.monotonic() + self.config.shutdown_grace.total_seconds()
-        while (self.buffer or any(ex.running for ex in self.executors)) and (
-            time.monotonic() < deadline
-        ):
+        while (
+            self.buffer or self._turn is not None or any(ex.running for ex in self.executors)
+        ) and (time.monotonic() < deadline):
             self._wait()
             self._step()
+        with contextlib.suppress(KicksideError, DBAPIError):
+            self._collect_turn(wait=True)  # what it claimed is left to the Lifeline below
         abandoned = [ex.running.lease_token for ex in self.executors if ex.running is not None]
         abandoned += [claimed.lease_token for claimed in self.buffer]
         for ex in list(self.executors):
