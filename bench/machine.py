@@ -1,7 +1,9 @@
-"""What the numbers were measured on: the machine, its load, the versions, and two pgbench
-baselines: single-row INSERT transactions per second from one client (the ceiling for
-one-commit-per-job enqueue on this server) and simple-update transactions per second from 10
-clients (what the server sustains for small concurrent writing transactions).
+"""What the numbers were measured on: the machine, its load, the versions, and three pgbench
+baselines: single-row INSERT transactions per second from one client into a trivial table (the
+reference of the single-enqueue target), the same with Kickside's own single-enqueue statement
+into the run's migrated job table (the ceiling for a one-commit enqueue of that row), and
+simple-update transactions per second from 10 clients (what the server sustains for small
+concurrent writing transactions).
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, make_url, text
+
+from bench.targets import reset
+from kickside_engine import Database, JobBuilder
+from kickside_engine.clock import utcnow
 
 LOAD_WARNING = 1.0
 
@@ -125,8 +131,18 @@ def pgbench_insert_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]
             )
     finally:
         engine.dispose()
+    tps, error = _one_client(url, schema, f"INSERT INTO {table} (v) VALUES (1)", seconds=seconds)
+    if error or tps is None:
+        return {"tps": None, "reason": error or "pgbench printed no tps"}
+    return {"tps": tps, "clients": 1, "seconds": seconds, "script": "INSERT one row"}
+
+
+def _one_client(
+    url: str, schema: str, statement: str, *, seconds: int
+) -> tuple[float | None, str | None]:
+    """pgbench running ``statement`` (one autocommit transaction each) from one client."""
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-        script.write(f"INSERT INTO {table} (v) VALUES (1);\n")
+        script.write(f"{statement};\n")
     try:
         stdout, error = _pgbench(
             url,
@@ -136,10 +152,72 @@ def pgbench_insert_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]
         )
     finally:
         os.unlink(script.name)
-    tps = _tps(stdout)
+    return _tps(stdout), error
+
+
+def enqueue_statement(db: Database) -> str:
+    """Kickside's single-enqueue statement for a no-op job on ``db``, its parameters written in
+    as constants: ``gen_random_uuid()`` for the id (Kickside's own ids are UUIDv7, made by the
+    client) and ``now()`` for the timestamps. One line, as pgbench reads it."""
+    # The engine's own statement and parameters, built as the engine builds them (private on
+    # purpose: the harness measures that exact statement).
+    from kickside_engine.enqueue import _insert_and_notify_sql, _insert_params, build_row
+
+    row = build_row(JobBuilder("noop", {}).options, utcnow())
+    statement = _insert_and_notify_sql(db, tuple(row))
+    constants = {name: _literal(value) for name, value in _insert_params(db, row).items()}
+    constants["p_id"] = "gen_random_uuid()"
+    for name in ("p_inserted_at", "p_scheduled_at", "p_updated_at"):
+        constants[name] = "now()"
+    for name, constant in constants.items():
+        statement = statement.replace(f"%({name})s", constant)
+    if "%(" in statement:
+        raise ValueError(f"a parameter was left in Kickside's statement: {statement}")
+    return " ".join(statement.split())
+
+
+def _literal(value: object) -> str:
+    """A SQL constant for a parameter of the no-op job's row (others are replaced anyway)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)  # the id and the timestamps, which enqueue_statement replaces
+
+
+def pgbench_enqueue_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]:
+    """pgbench running Kickside's own single-enqueue statement from one client.
+
+    The statement of ``JobBuilder("noop", {}).insert(db)`` on PostgreSQL (the INSERT into the
+    migrated ``kickside_job`` of ``schema``, with its indexes, constraints and NOTIFY) with
+    constant values, sent from C: the ceiling for a one-commit enqueue of Kickside's row on
+    this server. The job tables are emptied afterwards. Returns ``{"tps": None, "reason":
+    ...}`` when pgbench is not installed or fails.
+    """
+    if shutil.which("pgbench") is None:
+        return {"tps": None, "reason": "pgbench is not installed"}
+    db = Database.from_url(url, schema=schema)
+    try:
+        statement = enqueue_statement(db)
+        try:
+            tps, error = _one_client(url, schema, statement, seconds=seconds)
+        finally:
+            reset(db)
+    finally:
+        db.dispose()
     if error or tps is None:
         return {"tps": None, "reason": error or "pgbench printed no tps"}
-    return {"tps": tps, "clients": 1, "seconds": seconds, "script": "INSERT one row"}
+    return {
+        "tps": tps,
+        "clients": 1,
+        "seconds": seconds,
+        "script": "Kickside's single-enqueue statement",
+        "statement": statement,
+    }
 
 
 UPDATE_CLIENTS = 10

@@ -221,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
                     baselines["pgbench_insert"] = machine.pgbench_insert_tps(
                         args.database_url, target.schema, seconds=2 if args.quick else 10
                     )
+                    progress("postgresql: pgbench running Kickside's single-enqueue statement")
+                    baselines["pgbench_enqueue"] = machine.pgbench_enqueue_tps(
+                        args.database_url, target.schema, seconds=2 if args.quick else 10
+                    )
                     progress("postgresql: pgbench simple-update baseline, 10 clients")
                     baselines["pgbench_update"] = machine.pgbench_update_tps(
                         args.database_url, target.schema, seconds=2 if args.quick else 10

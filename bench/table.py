@@ -294,6 +294,7 @@ ROWS: tuple[Row, ...] = tuple(_rows())
 #: pgbench baselines shown in the table: (key in ``baselines``, title).
 BASELINES = (
     ("pgbench_insert", "pgbench: single-row INSERT, 1 client (reference for 2)"),
+    ("pgbench_enqueue", "pgbench: Kickside's single-enqueue statement, 1 client (ceiling for 2)"),
     ("pgbench_update", "pgbench: simple-update (-N), 10 clients"),
 )
 
@@ -360,3 +361,26 @@ def workload_table(doc: Doc) -> list[str]:
             )
             lines.append("| " + " | ".join(["ref", title, "tx/s ↑", shown, *blanks]) + " |")
     return lines
+
+
+def single_enqueue_note(doc: Doc) -> list[str]:
+    """Kickside's single enqueue as a share of both pgbench one-client rates: the trivial
+    INSERT (the target's reference) and Kickside's own statement (the ceiling for its row)."""
+    mine = metric(find(doc["results"], KICKSIDE, "postgresql", "single_enqueue"), "jobs_per_s")
+    if mine is None:
+        return []
+    shares = []
+    for key, what, aside in (
+        ("pgbench_insert", "of pgbench's trivial insert", ""),
+        (
+            "pgbench_enqueue",
+            "of pgbench running Kickside's own statement",
+            ", the ceiling for this row",
+        ),
+    ):
+        tps = (doc.get("baselines", {}).get(key) or {}).get("tps")
+        if tps:
+            shares.append(f"{mine / tps:.0%} {what} ({tps:,.0f}/s{aside})")
+    if not shares:
+        return []
+    return [f"Single enqueue: kickside {mine:,.0f}/s = {', '.join(shares)}."]

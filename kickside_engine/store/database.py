@@ -9,7 +9,7 @@ Kickside uses it as it is, so runtime SQL follows the host's database mapping.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,63 @@ class Database:
         with translate_errors(self), self.engine.connect() as conn:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
 
+    def execute_autocommit(self, statement: str, params: Mapping[str, Any]) -> None:
+        """Run one driver-level statement that commits by itself (PostgreSQL only).
+
+        The hot-path twin of :meth:`autocommit` for one statement whose result is not needed:
+        ``statement`` (psycopg's ``%(name)s`` style) goes straight to the driver on a pooled
+        connection in psycopg's autocommit mode, skipping the ``Connection`` layer's per-call
+        work (execution context, isolation level set and reset, result setup). The connection
+        comes from ``engine.raw_connection()``, so the pool's size, recycling, pre-ping and
+        checkout/checkin events apply; the engine's execution events (``before_cursor_execute``,
+        ``handle_error``) and its ``echo`` log do not see the statement. psycopg prepares it
+        server-side once it has run a few times on a connection. Driver errors are wrapped in
+        SQLAlchemy's exceptions and translated as in :meth:`autocommit`; the connection goes back
+        to the pool in the mode it came in, or is discarded when its state is unknown.
+        """
+        if not self.is_postgresql:
+            raise ConfigurationError("execute_autocommit runs on PostgreSQL only")
+        dialect = self.engine.dialect
+        dbapi_error = dialect.loaded_dbapi.Error
+        with translate_errors(self):
+            try:
+                raw = self.engine.raw_connection()
+            except dbapi_error as exc:
+                raise DBAPIError.instance(
+                    None,
+                    None,
+                    exc,
+                    dbapi_error,
+                    hide_parameters=self.engine.hide_parameters,
+                    connection_invalidated=dialect.is_disconnect(exc, None, None),
+                    dialect=dialect,
+                ) from exc
+            driver: Any = raw.driver_connection
+            switch = not driver.autocommit
+            try:
+                if switch:
+                    driver.autocommit = True
+                with driver.cursor() as cursor:
+                    cursor.execute(statement, params)
+            except dbapi_error as exc:
+                disconnect = dialect.is_disconnect(exc, driver, None)
+                if disconnect:
+                    raw.invalidate(exc)  # closed: never handed out again
+                raise DBAPIError.instance(
+                    statement,
+                    params,
+                    exc,
+                    dbapi_error,
+                    hide_parameters=self.engine.hide_parameters,
+                    connection_invalidated=disconnect,
+                    dialect=dialect,
+                ) from exc
+            except BaseException as exc:
+                raw.invalidate(exc)  # interrupted mid-statement: the connection's state is unknown
+                raise
+            finally:
+                _check_in(raw, dbapi_error, restore_transactions=switch)
+
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         """A connection in a read-only transaction (a deferred one on SQLite)."""
@@ -106,6 +163,16 @@ class Database:
 
     def __repr__(self) -> str:
         return f"Database({self.display_url()!r}, schema={self.schema!r})"
+
+
+def _check_in(raw: Any, dbapi_error: type[Exception], *, restore_transactions: bool) -> None:
+    """Return a raw pooled connection, out of autocommit again if it came in that way."""
+    if restore_transactions and raw.is_valid:
+        try:
+            raw.driver_connection.autocommit = False
+        except dbapi_error as exc:
+            raw.invalidate(exc)
+    raw.close()
 
 
 @contextlib.contextmanager

@@ -79,7 +79,7 @@ def test_quick_run_writes_a_well_formed_results_document(target: Target, tmp_pat
     assert doc["versions"]["kickside"] and doc["versions"]["sqlite"]
     assert doc["command"].startswith("python -m bench.run --quick")
     if target.backend == "postgresql":  # pgbench is optional: a figure, or why there is none
-        for baseline in ("pgbench_insert", "pgbench_update"):
+        for baseline in ("pgbench_insert", "pgbench_enqueue", "pgbench_update"):
             pgbench = doc["baselines"][baseline]
             assert _number(pgbench["tps"]) or pgbench["reason"]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from kickside_engine import (
     ConfigurationError,
     Database,
     DatabaseUnavailableError,
+    PermissionDeniedError,
     connect_database,
     migrate,
     resolve_database_config,
@@ -128,3 +131,117 @@ def test_a_database_with_nothing_else_in_it_can_be_initialised() -> None:
         with admin.connect() as conn:
             conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         admin.dispose()
+
+
+@pytest.fixture(params=["transactional", "autocommit"])
+def one_connection_db(request: pytest.FixtureRequest, target: Target) -> Iterator[Database]:
+    """PostgreSQL behind a pool of one connection (so every checkout is the same one), with a
+    ``scratch`` table; a host engine that runs in transactions or in autocommit itself."""
+    if target.backend != "postgresql":
+        pytest.skip("execute_autocommit is PostgreSQL's")
+    engine = sa.create_engine(
+        target.url,
+        pool_size=1,
+        max_overflow=0,
+        isolation_level="AUTOCOMMIT" if request.param == "autocommit" else "READ COMMITTED",
+    )
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{target.schema}"')
+        conn.exec_driver_sql(f'CREATE TABLE "{target.schema}".scratch (v integer PRIMARY KEY)')
+    db = Database(engine, schema=target.schema)
+    assert _driver_autocommit(db) is (request.param == "autocommit")
+    yield db
+    engine.dispose()
+
+
+def _insert(db: Database, value: object) -> None:
+    db.execute_autocommit(f'INSERT INTO "{db.schema}".scratch (v) VALUES (%(v)s)', {"v": value})
+
+
+def _scratch(db: Database) -> list[int]:
+    with db.read() as conn:
+        return sorted(conn.exec_driver_sql(f'SELECT v FROM "{db.schema}".scratch').scalars())
+
+
+def _driver_autocommit(db: Database) -> bool:
+    """The pooled connection's mode as the pool hands it out."""
+    raw = db.engine.raw_connection()
+    try:
+        return bool(raw.driver_connection.autocommit)  # type: ignore[union-attr]
+    finally:
+        raw.close()
+
+
+def test_execute_autocommit_commits_and_returns_the_connection_as_it_came(
+    one_connection_db: Database,
+) -> None:
+    db = one_connection_db
+    came_in_autocommit = _driver_autocommit(db)
+    _insert(db, 1)
+    assert _scratch(db) == [1]  # committed: another transaction sees it
+    assert _driver_autocommit(db) is came_in_autocommit
+    if not came_in_autocommit:
+        with pytest.raises(RuntimeError), db.begin() as conn:
+            conn.exec_driver_sql(f'INSERT INTO "{db.schema}".scratch (v) VALUES (2)')
+            raise RuntimeError("roll back")
+        assert _scratch(db) == [1]  # the next transaction is a real one
+
+
+def test_execute_autocommit_raises_what_autocommit_raises(one_connection_db: Database) -> None:
+    db = one_connection_db
+    came_in_autocommit = _driver_autocommit(db)
+    _insert(db, 1)
+    statement = f'INSERT INTO "{db.schema}".scratch (v) VALUES (%(v)s)'
+    for value in (1, "not a number", 2**40, None):
+        with pytest.raises(sa.exc.DBAPIError) as fast:
+            db.execute_autocommit(statement, {"v": value})
+        with pytest.raises(sa.exc.DBAPIError) as slow, db.autocommit() as conn:
+            conn.exec_driver_sql(statement, {"v": value})
+        assert type(fast.value) is type(slow.value), value
+        assert type(fast.value.orig) is type(slow.value.orig), value
+        assert not fast.value.connection_invalidated
+        assert _driver_autocommit(db) is came_in_autocommit
+    _insert(db, 2)
+    assert _scratch(db) == [1, 2]
+
+
+def test_execute_autocommit_translates_a_refused_write(one_connection_db: Database) -> None:
+    db = one_connection_db
+    role = f"kst_nobody_{uuid.uuid4().hex[:10]}"
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" NOLOGIN')
+    try:
+        with db.engine.connect() as conn:  # the pool's only connection, from now on as ``role``
+            conn.exec_driver_sql(f'SET SESSION AUTHORIZATION "{role}"')
+            conn.commit()
+        with pytest.raises(PermissionDeniedError, match="permission denied"):
+            _insert(db, 1)
+        with db.engine.connect() as conn:
+            conn.exec_driver_sql("RESET SESSION AUTHORIZATION")
+            conn.commit()
+        assert _scratch(db) == []
+    finally:
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
+def test_execute_autocommit_discards_a_dead_connection(one_connection_db: Database) -> None:
+    db = one_connection_db
+    _insert(db, 1)
+    with db.engine.connect() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    admin = sa.create_engine(PG_URL)
+    with admin.connect() as conn:  # and wait (up to 5 s) until it is gone
+        assert conn.execute(sa.text("SELECT pg_terminate_backend(:p, 5000)"), {"p": pid}).scalar()
+    admin.dispose()
+    with pytest.raises(DatabaseUnavailableError):
+        _insert(db, 2)
+    _insert(db, 3)  # on a new connection
+    assert _scratch(db) == [1, 3]
+
+
+def test_execute_autocommit_is_postgresql_only(tmp_path: Path) -> None:
+    db = connect_database(f"sqlite:///{tmp_path}/k.sqlite3")
+    with pytest.raises(ConfigurationError, match="PostgreSQL only"):
+        db.execute_autocommit("SELECT 1", {})
+    db.dispose()
