@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import random
+import selectors
 import signal
 import socket
 import threading
@@ -24,7 +25,6 @@ from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from multiprocessing.connection import wait
 from typing import Any
 
 from sqlalchemy import Connection
@@ -116,6 +116,10 @@ class WorkerPool:
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        #: Executor pipes (data: the executor) and the self-pipe (data: None), registered
+        #: once: building a selector per wait cost more than the rest of the wait.
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         os.set_blocking(self._wake_w, False)
         self._claim_wanted = True
         self._next_poll = 0.0
@@ -168,11 +172,14 @@ class WorkerPool:
                 registry = load_registry(self.config.app or "")
             ex = ThreadExecutor(registry, self.version, self.generation)
         self.executors.append(ex)
+        self._selector.register(ex.conn.fileno(), selectors.EVENT_READ, ex)
         return ex
 
     def _retire(self, ex: Executor, *, kill: bool = False) -> None:
         if ex in self.executors:
             self.executors.remove(ex)
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._selector.unregister(ex.conn.fileno())  # before its pipe closes
         if kill:
             ex.kill()
         else:
@@ -673,15 +680,10 @@ class WorkerPool:
             and any(ex.idle for ex in self.executors)
             else max(0.0, until - mono)
         )
-        objects: list[Any] = [ex.conn for ex in self.executors if not ex.conn.closed]
-        objects.append(self._wake_r)
-        for ready in wait(objects, timeout=min(timeout, 1.0)):
-            if ready == self._wake_r:
-                continue
-            for ex in list(self.executors):
-                if ex.conn is ready:
-                    self._receive(ex)
-                    break
+        for key, _ in self._selector.select(min(timeout, 1.0)):
+            ex = key.data
+            if ex is not None and ex in self.executors:  # not retired by an earlier message
+                self._receive(ex)
 
     def _step(self) -> None:
         """Events, timers, then record and claim; database trouble backs off and retries.
@@ -755,6 +757,7 @@ class WorkerPool:
                 deregister(self.db, self.node)
             for number, old in previous.items():
                 signal.signal(number, old)
+            self._selector.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
             log.info("pool stopped", extra={"node": self.node})
