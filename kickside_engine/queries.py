@@ -227,8 +227,12 @@ def _args_hold(db: Database, pattern: str) -> ColumnElement[bool]:
 def _tags_clause(db: Database, tags: tuple[str, ...]) -> ColumnElement[bool]:
     job = db.tables.job
     if db.is_postgresql:
-        # jsonb containment: served by the GIN index ix_kickside_job_tags.
-        return type_coerce(job.c.tags, JSONB).contains(list(tags))
+        # jsonb containment, served by the GIN index ix_kickside_job_tags. That index is partial
+        # (tagged jobs only), and the planner uses it only where the query implies its predicate:
+        # hence the redundant ``tags <> '[]'``, as a literal (a generic plan of a prepared
+        # statement could not prove it from a parameter).
+        document = type_coerce(job.c.tags, JSONB)
+        return and_(document.contains(list(tags)), document != literal_column("'[]'::jsonb"))
     clauses = []
     for tag in tags:
         each = func.json_each(job.c.tags).table_valued("value").alias("t")

@@ -28,6 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
     false,
+    text,
 )
 
 from kickside_engine.store.types import JSONDocument, UTCDateTime
@@ -44,6 +45,8 @@ JOB_STATES = (
     "disabled",
 )
 FINAL_STATES = ("completed", "cancelled", "discarded")
+#: The predicate of the partial GIN index on tags (PostgreSQL): jobs that have tags.
+TAGGED = "tags <> '[]'::jsonb"
 JOB_KINDS = ("oneshot", "slot")
 RUN_OUTCOMES = (
     "completed",
@@ -204,7 +207,14 @@ def build_tables(schema: str | None = None) -> Tables:
         unique=True,
         where=job.c.identity_key.is_not(None),
     )
-    Index("ix_kickside_job_tags", job.c.tags, postgresql_using="gin").ddl_if(dialect="postgresql")
+    # Partial (migration 0003): most jobs have no tags, and a GIN entry per row version of every
+    # job cost the hot path CPU and WAL. The tag filter repeats the predicate (queries.py).
+    Index(
+        "ix_kickside_job_tags",
+        job.c.tags,
+        postgresql_using="gin",
+        postgresql_where=text(TAGGED),
+    ).ddl_if(dialect="postgresql")
 
     job_run = Table(
         "kickside_job_run",

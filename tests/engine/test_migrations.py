@@ -51,6 +51,52 @@ def test_migrated_schema_matches_the_engine_metadata(db: Database) -> None:
     assert diff == []
 
 
+def test_migrated_indexes_match_the_metadata_predicates_and_methods_included(
+    db: Database,
+) -> None:
+    # compare_metadata matches indexes by name and columns only: a partial index's predicate
+    # and a GIN index's method are compared here, with the same tables created from metadata.
+    if db.is_postgresql:
+        other = f"{db.schema}_md"
+        with db.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{other}"'))
+            build_tables(other).metadata.create_all(conn)
+        try:
+            assert _pg_index_definitions(db, other) == _pg_index_definitions(db, db.schema)
+        finally:
+            with db.begin() as conn:
+                conn.execute(sa.text(f'DROP SCHEMA "{other}" CASCADE'))
+        return
+    engine = sa.create_engine("sqlite://")
+    try:
+        with engine.begin() as conn:
+            build_tables(None).metadata.create_all(conn)
+            expected = _sqlite_index_definitions(conn)
+    finally:
+        engine.dispose()
+    with db.read() as conn:
+        assert _sqlite_index_definitions(conn) == expected
+
+
+def _pg_index_definitions(db: Database, schema: str | None) -> dict[str, str]:
+    with db.read() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT indexname, indexdef FROM pg_indexes"
+                " WHERE schemaname = :s AND tablename <> :version"
+            ),
+            {"s": schema, "version": migrate.VERSION_TABLE},
+        ).all()
+    return {name: definition.replace(f"{schema}.", "") for name, definition in rows}
+
+
+def _sqlite_index_definitions(conn: sa.Connection) -> dict[str, str]:
+    rows = conn.execute(
+        sa.text("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+    ).all()
+    return {name: " ".join(sql.split()) for name, sql in rows}
+
+
 def test_upgrading_a_current_database_is_a_no_op(db: Database) -> None:
     with db.begin() as conn:
         conn.execute(sa.text(f"CREATE TABLE {_q(db, 'marker')} (x INTEGER)"))

@@ -2,8 +2,9 @@
 
 ``python -m tests.support.enqueuer --database-url URL --count N --log PATH [--start-at T]
 [--ms MS]`` inserts ``N`` ``chaos`` jobs (see :mod:`tests.support.chaos_app`) whose bodies sleep
-``MS`` to ``MS + 4`` milliseconds, each in its own transaction, starting at wall-clock time ``T``, prints how many it inserted and exits 0. Anything that goes
-wrong reaches the user as it would in an application: a traceback and exit status 1.
+``MS`` to ``MS + 4`` milliseconds, each in its own transaction, starting at wall-clock time
+``T``, prints how many it inserted and exits 0. Anything that goes wrong reaches the user as it
+would in an application: a traceback and exit status 1.
 """
 
 from __future__ import annotations
