@@ -57,8 +57,8 @@ class PoolConfig:
     code_version: str | None = None
     schedule: tuple[object, ...] = ()
     #: How many claimed jobs may wait in the supervisor for an executor to free up, while jobs
-    #: are fast (they then start without waiting for a database round trip). None: as many as
-    #: there are executors; 0: claim only for free executors.
+    #: are fast (they then start without waiting for a database round trip). None: twice as
+    #: many as there are executors; 0: claim only for free executors.
     prefetch: int | None = None
 
     def __post_init__(self) -> None:
@@ -78,4 +78,4 @@ class PoolConfig:
     @property
     def prefetch_jobs(self) -> int:
         """The prefetch limit in jobs (see ``prefetch``)."""
-        return self.executors if self.prefetch is None else self.prefetch
+        return 2 * self.executors if self.prefetch is None else self.prefetch

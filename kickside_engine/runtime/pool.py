@@ -443,9 +443,10 @@ class WorkerPool:
     def _plan(self, idle: list[Executor]) -> ClaimPlan:
         """Queues to claim from, in random order, each with its share, and the room for all.
 
-        A queue's share is what its concurrency leaves free, plus, while prefetching, as many
-        again to wait here; all queues together take no more than the idle executors plus the
-        prefetch buffer's free places (``room``), each from what the queues before it left.
+        A queue's share is what its concurrency leaves free, plus, while prefetching, the
+        prefetch limit to wait here; all queues together take no more than the idle executors
+        plus the prefetch buffer's free places (``room``), each from what the queues before it
+        left.
         """
         prefetching = self._prefetching()
         room = len(idle) + (self.config.prefetch_jobs - len(self.buffer) if prefetching else 0)
@@ -457,7 +458,7 @@ class WorkerPool:
                 continue
             limit = self.config.queues[queue]
             held = self.running_by_queue[queue] + self.buffered_by_queue[queue]
-            share = limit + (limit if prefetching else 0) - held
+            share = limit + (self.config.prefetch_jobs if prefetching else 0) - held
             if share > 0:
                 shares.append((queue, share))
         return ClaimPlan(shares=shares, room=room)

@@ -40,7 +40,7 @@ def worker(
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
     prefetch: Annotated[int | None, typer.Option(
         "--prefetch", min=0, help="Jobs claimed ahead of free executors while jobs are fast "
-        "(default: as many as executors; 0: off).")] = None,
+        "(default: twice as many as executors; 0: off).")] = None,
 ) -> None:
     """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place."""
     from datetime import timedelta
