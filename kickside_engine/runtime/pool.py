@@ -359,6 +359,10 @@ class WorkerPool:
         """
         del self.pending[: done.settled]
         idle = [ex for ex in self.executors if ex.idle]
+        if turn.version != self._claim_version(idle):
+            # Executors were upgraded while the turn ran: its runs say the old code version
+            # until they start (see _upgrade).
+            self._restamp.update(c.lease_token for _, batch in done.batches for c in batch)
         assigned: list[tuple[Executor, ClaimedJob]] = []
         for queue, batch in done.batches:
             self._assign(queue, batch, idle, assigned, done.since)

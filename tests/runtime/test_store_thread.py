@@ -9,6 +9,8 @@ import time
 from collections import Counter
 from typing import Any
 
+import sqlalchemy as sa
+
 from kickside_engine import Database, Job, JobBuilder, WorkerRegistry, enqueue_many
 from kickside_engine.runtime import PoolConfig, WorkerPool
 from kickside_engine.runtime.pool import Turn, TurnResult
@@ -64,3 +66,62 @@ def test_prefetched_jobs_start_while_a_turn_waits_on_the_database(db: Database) 
     assert sorted(_runs.values()) == [1] * 120
     assert set(_runs) == {str(j.id) for j in inserted}
     assert not pool.pending and not pool.buffer
+
+
+def test_jobs_claimed_by_a_turn_that_spans_an_upgrade_record_the_new_code_version(
+    db: Database,
+) -> None:
+    _runs.clear()
+    enqueue_many(db, [JobBuilder("nap") for _ in range(60)])
+    pool = WorkerPool(
+        db,
+        PoolConfig(
+            queues={"default": 2},
+            mode="thread",
+            registry=registry,
+            run_plugins=False,
+            code_version="v1",
+        ),
+    )
+    blocked, release = threading.Event(), threading.Event()
+    claimed_in_turn: set[str] = set()
+    real_turn = pool._run_turn
+
+    def slow_turn(turn: Turn) -> TurnResult:
+        """The first turn on the store thread claims, then waits while the pool upgrades."""
+        done = real_turn(turn)
+        on_store_thread = threading.current_thread().name.startswith("kickside-store")
+        if on_store_thread and not blocked.is_set() and done.batches:
+            claimed_in_turn.update(str(c.job.id) for _, b in done.batches for c in b)
+            blocked.set()
+            release.wait(60)
+        return done
+
+    pool._run_turn = slow_turn  # type: ignore[method-assign]
+    pool.start()
+    try:
+        wait_for(blocked.is_set, 60, "a turn on the store thread")
+        pool.version = "v2"  # what a thread pool's new executors load after the upgrade
+        pool.request_upgrade()
+        wait_for(
+            lambda: {ex.version for ex in pool.executors if not ex.retiring} == {"v2"},
+            30,
+            "executors upgraded",
+        )
+        release.set()
+        wait_for(lambda: state_counts(db) == {"completed": 60}, 60, "every job completed")
+    finally:
+        release.set()
+        pool.stop(30)
+    assert claimed_in_turn
+    run = db.tables.job_run
+    with db.read() as conn:
+        versions = dict(
+            conn.execute(sa.select(sa.cast(run.c.job_id, sa.String), run.c.code_version)).all()
+        )
+    assert {versions[_key(db, j)] for j in claimed_in_turn} == {"v2"}
+
+
+def _key(db: Database, job_id: str) -> str:
+    """A job id as the run table's id column reads back cast to text on this backend."""
+    return job_id if db.is_postgresql else job_id.replace("-", "")
