@@ -116,7 +116,7 @@ def test_jobs_claimed_by_a_turn_that_spans_an_upgrade_record_the_new_code_versio
     assert claimed_in_turn
     run = db.tables.job_run
     with db.read() as conn:
-        versions = dict(
+        versions: dict[str, str | None] = dict(
             conn.execute(sa.select(sa.cast(run.c.job_id, sa.String), run.c.code_version)).all()
         )
     assert {versions[_key(db, j)] for j in claimed_in_turn} == {"v2"}
