@@ -18,7 +18,7 @@ from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
 
 from kickside_engine.models import FINAL_STATES, JobKind, JobState
 from kickside_engine.store.database import Database
-from kickside_engine.store.tables import Tables
+from kickside_engine.store.tables import Tables, state_literal
 
 #: Job ids reported per failed check.
 SAMPLE = 20
@@ -36,7 +36,7 @@ class Inconsistency:
 def _executing_without_lease(t: Tables) -> Select[Any]:
     job = t.job
     return select(job.c.id).where(
-        job.c.state == JobState.EXECUTING.value,
+        job.c.state == state_literal(JobState.EXECUTING),
         or_(
             job.c.lease_owner.is_(None),
             job.c.lease_token.is_(None),
@@ -66,7 +66,7 @@ def _open_run_of_lease(t: Tables) -> ColumnElement[bool]:
 def _executing_without_open_run(t: Tables) -> Select[Any]:
     job = t.job
     return select(job.c.id).where(
-        job.c.state == JobState.EXECUTING.value, ~_open_run_of_lease(t)
+        job.c.state == state_literal(JobState.EXECUTING), ~_open_run_of_lease(t)
     )
 
 

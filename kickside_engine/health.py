@@ -20,6 +20,7 @@ from kickside_engine.errors import KicksideError
 from kickside_engine.models import JobState
 from kickside_engine.notify import channel_name
 from kickside_engine.store.database import Database
+from kickside_engine.store.tables import state_literal
 
 Status = Literal["ok", "warn", "fail"]
 RESCUE_GRACE = timedelta(seconds=10)
@@ -96,7 +97,7 @@ def _leases(db: Database, now: datetime) -> Finding:
             select(func.count())
             .select_from(job)
             .where(
-                job.c.state == JobState.EXECUTING.value,
+                job.c.state == state_literal(JobState.EXECUTING),
                 job.c.lease_expires_at < now - RESCUE_GRACE,
             )
         ).scalar_one()
@@ -139,7 +140,10 @@ def _stuck(db: Database, now: datetime) -> Finding:
     with db.read() as conn:
         rows = conn.execute(
             select(job.c.id, job.c.attempted_at, job.c.max_execution_ms)
-            .where(job.c.state == JobState.EXECUTING.value, job.c.max_execution_ms.is_not(None))
+            .where(
+                job.c.state == state_literal(JobState.EXECUTING),
+                job.c.max_execution_ms.is_not(None),
+            )
             .limit(10_000)
         ).all()
     stuck = [

@@ -19,6 +19,7 @@ from kickside_engine.clock import ensure_aware
 from kickside_engine.control import list_nodes, queue_infos
 from kickside_engine.models import JobState, RunOutcome
 from kickside_engine.store.database import Database
+from kickside_engine.store.tables import state_literal
 
 PERCENTILE_SAMPLE = 2_000
 FAILED = (
@@ -214,7 +215,7 @@ def overview(db: Database, now: datetime, *, exact: bool = True) -> Overview:
         expired = conn.execute(
             select(func.count())
             .select_from(job)
-            .where(job.c.state == JobState.EXECUTING.value, job.c.lease_expires_at < now)
+            .where(job.c.state == state_literal(JobState.EXECUTING), job.c.lease_expires_at < now)
         ).scalar_one()
     nodes = list_nodes(db, now)
     totals = {state: sum(i.counts[state] for i in infos) for state in JobState}

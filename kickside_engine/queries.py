@@ -49,6 +49,7 @@ from kickside_engine.ids import require_uuid
 from kickside_engine.models import Job, JobKind, JobState, Run
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row, run_from_row
+from kickside_engine.store.tables import state_literal
 from kickside_engine.text import require_text
 
 MAX_PAGE = 1000
@@ -245,7 +246,7 @@ def filter_clause(db: Database, flt: JobFilter) -> ColumnElement[bool]:
     job = db.tables.job
     clauses: list[ColumnElement[bool]] = []
     if flt.states:
-        clauses.append(job.c.state.in_([s.value for s in flt.states]))
+        clauses.append(job.c.state.in_([state_literal(s) for s in flt.states]))
     if flt.queues:
         clauses.append(job.c.queue.in_(flt.queues))
     if flt.workers:

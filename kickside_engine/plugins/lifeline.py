@@ -31,6 +31,7 @@ from kickside_engine.models import JobKind, JobState, RunOutcome
 from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.store.database import Database
 from kickside_engine.store.outcomes import settle_open_run
+from kickside_engine.store.tables import state_literal
 
 log = logging.getLogger("kickside.plugins.lifeline")
 BATCH = 1_000
@@ -57,7 +58,7 @@ def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> Rescue
     job = db.tables.job
     expired = (
         select(*(job.c[f.name] for f in fields(_Expired)))
-        .where(job.c.state == JobState.EXECUTING.value, job.c.lease_expires_at < now)
+        .where(job.c.state == state_literal(JobState.EXECUTING), job.c.lease_expires_at < now)
         .order_by(job.c.lease_expires_at, job.c.id)
         .limit(batch)
     )

@@ -16,6 +16,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.models import JobState
 from kickside_engine.store.claims import renew_leases
 from kickside_engine.store.database import Database
+from kickside_engine.store.tables import state_literal
 
 if TYPE_CHECKING:
     from kickside_engine.runtime.config import PoolConfig
@@ -107,7 +108,7 @@ class LeaseKeeper:
                 select(job.c.lease_token).where(
                     and_(
                         job.c.lease_token.in_(tokens),
-                        job.c.state == JobState.EXECUTING.value,
+                        job.c.state == state_literal(JobState.EXECUTING),
                         job.c.lease_owner == self.node,
                     )
                 )
@@ -124,7 +125,7 @@ class LeaseKeeper:
                 .where(
                     and_(
                         job.c.lease_token.in_(list(tokens)),
-                        job.c.state == JobState.EXECUTING.value,
+                        job.c.state == state_literal(JobState.EXECUTING),
                         job.c.lease_owner == self.node,
                     )
                 )

@@ -38,7 +38,7 @@ from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.outcomes import UnnestSettle
 from kickside_engine.store.rows import job_from_row
-from kickside_engine.store.tables import Tables
+from kickside_engine.store.tables import Tables, state_literal
 from kickside_engine.store.types import UTCDateTime
 
 DEFAULT_LEASE = timedelta(seconds=30)
@@ -271,7 +271,7 @@ def renew_leases(
                 update(job)
                 .where(
                     and_(
-                        job.c.state == JobState.EXECUTING.value,
+                        job.c.state == state_literal(JobState.EXECUTING),
                         job.c.lease_owner == node,
                         job.c.lease_token.in_(chunk),
                     )

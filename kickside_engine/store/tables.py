@@ -16,6 +16,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    ColumnElement,
     ForeignKey,
     Index,
     Integer,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
     false,
+    literal_column,
     text,
 )
 
@@ -92,6 +94,19 @@ class Tables:
 def _partial_index(name: str | None, *columns: Any, where: Any, unique: bool = False) -> Index:
     """An index holding only the rows ``where`` is true for, on both backends."""
     return Index(name, *columns, unique=unique, postgresql_where=where, sqlite_where=where)
+
+
+def state_literal(state: str) -> ColumnElement[str]:
+    """``state`` as a SQL literal, to compare ``kickside_job.state`` with.
+
+    A partial index whose predicate names a state (``ix_kickside_job_lease``: executing jobs)
+    serves only the queries that imply its predicate, and a bound parameter implies nothing in
+    the generic plan PostgreSQL may adopt for a statement psycopg prepared (from its fifth run
+    on a connection): such a query then reads every job instead of the few executing ones.
+    """
+    if state not in JOB_STATES:
+        raise ValueError(f"unknown job state {state!r}")
+    return literal_column(f"'{state}'", String)
 
 
 @lru_cache(maxsize=16)

@@ -1,0 +1,220 @@
+"""Queries of executing jobs read them through an index, also under a generic plan.
+
+psycopg prepares a statement on the server from its fifth run on a connection, and PostgreSQL
+may then plan it once for any parameter values: with the state a parameter, the planner can
+neither use the partial lease index (``state = 'executing'``) nor tell that executing jobs are
+few, and reads the whole table. The engine writes the state into the SQL as a literal instead.
+
+Each query is captured as the engine runs it, then explained: on PostgreSQL as a prepared
+statement under ``plan_cache_mode = force_generic_plan``; on SQLite as bound (SQLite plans
+with the bound values, so there this only guards the plan).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from psycopg import sql
+
+from kickside_engine import Database, JobState
+from kickside_engine.clock import utcnow
+from kickside_engine.consistency import find_inconsistencies
+from kickside_engine.control import JobFilter, list_jobs
+from kickside_engine.health import doctor
+from kickside_engine.metrics import overview
+from kickside_engine.plugins.lifeline import rescue_expired
+from kickside_engine.runtime.supervision import LeaseKeeper
+from kickside_engine.store.claims import renew_leases
+from kickside_engine.store.tables import state_literal
+
+from ..conftest import PG_URL
+
+LEASE_INDEX = "ix_kickside_job_lease"
+#: The full index that leads with the state: given the state as a literal, it too reads only
+#: the executing jobs (the planner takes it where no lease column narrows the search).
+FETCH_INDEX = "ix_kickside_job_fetch"
+NODE = "node-a"
+JOBS = 20_000
+EXECUTING = 20
+EXPIRED = 5
+#: How a plan reads kickside_job: the whole table, or through which of its indexes.
+JOB_ACCESS = re.compile(r"\b(?:Seq Scan on|SCAN) kickside_job\b|\bix_kickside_job_(?!run_)\w+")
+
+Captured = list[tuple[str, Any]]
+
+
+def _seed(db: Database, now: datetime) -> list[uuid.UUID]:
+    """Many jobs, few of them executing; returns the executing jobs' lease tokens."""
+    job = db.tables.job
+    # One insert: every row names the same columns.
+    lease = ("lease_owner", "lease_token", "lease_expires_at", "attempted_at")
+    common: dict[str, Any] = {"worker": "w", "args": {}, "meta": {}, "tags": [], "errors": []}
+    common |= dict.fromkeys(("completed_at", "finalized_at", *lease))
+    rows: list[dict[str, Any]] = []
+    tokens: list[uuid.UUID] = []
+    for i in range(JOBS):
+        at = now - timedelta(seconds=JOBS - i)
+        row = {"id": uuid.uuid4(), "inserted_at": at, "scheduled_at": at, "updated_at": at}
+        if i < JOBS * 4 // 5:
+            row.update(state=JobState.COMPLETED.value, attempt=1, completed_at=at, finalized_at=at)
+        elif i < JOBS - EXECUTING:
+            row.update(state=JobState.AVAILABLE.value, attempt=0)
+        else:
+            token = uuid.uuid4()
+            tokens.append(token)
+            expires = now + timedelta(minutes=-1 if len(tokens) <= EXPIRED else 5)
+            row.update(
+                state=JobState.EXECUTING.value,
+                attempt=1,
+                attempted_at=at,
+                lease_owner=NODE,
+                lease_token=token,
+                lease_expires_at=expires,
+            )
+        rows.append(common | row)
+    with db.begin() as conn:
+        conn.execute(sa.insert(job), rows)
+        if db.is_postgresql:
+            conn.execute(sa.text(f"ANALYZE {job.fullname}"))
+    return tokens
+
+
+@contextmanager
+def _capture(db: Database) -> Iterator[Captured]:
+    """Every statement the engine sends, with its parameters."""
+    captured: Captured = []
+
+    def record(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, _many: bool) -> None:
+        captured.append((statement, params))
+
+    sa.event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield captured
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", record)
+
+
+def _keeper(db: Database) -> LeaseKeeper:
+    return LeaseKeeper(db, NODE, timedelta(minutes=5))
+
+
+def _check_leases(db: Database, now: datetime, tokens: list[uuid.UUID]) -> None:
+    keeper = _keeper(db)
+    for token in tokens:
+        keeper.track(token, 0.0)
+    keeper.check_soon()
+    keeper.maintain(0.0)
+
+
+Run = Callable[[Database, datetime, list[uuid.UUID]], object]
+
+
+class Query(NamedTuple):
+    """How the engine runs a query of executing jobs, and text only its statement contains."""
+
+    run: Run
+    markers: tuple[str, ...]
+    #: The indexes its plan may read kickside_job through.
+    indexes: tuple[str, ...] = (LEASE_INDEX, FETCH_INDEX)
+
+
+QUERIES: dict[str, Query] = {
+    "overview: expired leases": Query(
+        lambda db, now, tokens: overview(db, now),
+        ("count(*)", "kickside_job.lease_expires_at <"),
+        (LEASE_INDEX,),
+    ),
+    "doctor: expired leases": Query(
+        lambda db, now, tokens: doctor(db, now),
+        ("count(*)", "kickside_job.lease_expires_at <"),
+        (LEASE_INDEX,),
+    ),
+    "doctor: stuck jobs": Query(
+        lambda db, now, tokens: doctor(db, now), ("kickside_job.max_execution_ms IS NOT NULL",)
+    ),
+    "leases view": Query(
+        lambda db, now, tokens: list_jobs(db, JobFilter(states=(JobState.EXECUTING,)), limit=200),
+        ("kickside_job.inserted_at DESC",),
+    ),
+    "consistency: executing without lease": Query(
+        lambda db, now, tokens: find_inconsistencies(db), ("kickside_job.lease_owner IS NULL",)
+    ),
+    "consistency: executing without open run": Query(
+        lambda db, now, tokens: find_inconsistencies(db), ("kickside_job_run.job_id = ",)
+    ),
+    "lease check": Query(_check_leases, ("SELECT", "lease_token IN")),
+    "lease renewal": Query(
+        lambda db, now, tokens: renew_leases(db, node=NODE, tokens=tokens, now=now),
+        ("UPDATE", "RETURNING"),
+    ),
+    "lease expiry": Query(
+        lambda db, now, tokens: _keeper(db).expire_now(tokens), ("UPDATE", "lease_expires_at=")
+    ),
+    # Last: the rescue moves the expired jobs.
+    "lifeline rescue": Query(
+        lambda db, now, tokens: rescue_expired(db, now),
+        ("ORDER BY", "kickside_job.lease_expires_at, "),
+        (LEASE_INDEX,),
+    ),
+}
+
+
+def _postgresql_plan(statement: str, params: dict[str, Any]) -> str:
+    """The generic plan of ``statement`` (psycopg's ``%(name)s`` style), prepared on the server."""
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return "%"
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    numbered = re.sub(r"%\((\w+)\)s|%%", number, statement)
+    url = sa.make_url(PG_URL).set(drivername="postgresql")
+    with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(sql.SQL("PREPARE q AS {}").format(sql.SQL(numbered)))
+        arguments = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
+        rows = conn.execute(sql.SQL("EXPLAIN EXECUTE q ({})").format(arguments))
+        return "\n".join(str(r[0]) for r in rows)
+
+
+def _sqlite_plan(db: Database, statement: str, params: Any) -> str:
+    with db.engine.connect() as conn:
+        rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)
+        return "\n".join(str(r[-1]) for r in rows)
+
+
+def test_queries_of_executing_jobs_read_them_through_an_index(db: Database) -> None:
+    now = utcnow()
+    tokens = _seed(db, now)
+    wrong: dict[str, str] = {}
+    for name, query in QUERIES.items():
+        with _capture(db) as captured:
+            query.run(db, now, tokens)
+        statements = [(s, p) for s, p in captured if all(m in s for m in query.markers)]
+        assert statements, f"{name}: no statement contains {query.markers}"
+        for statement, params in statements:
+            if db.is_postgresql:
+                plan = _postgresql_plan(statement, params)
+            else:
+                plan = _sqlite_plan(db, statement, params)
+            access = set(JOB_ACCESS.findall(plan))
+            if not access or not access <= set(query.indexes):
+                wrong[name] = plan
+    assert not wrong, "\n\n".join(f"{name}:\n{plan}" for name, plan in wrong.items())
+
+
+def test_only_a_job_state_becomes_a_literal() -> None:
+    assert str(state_literal(JobState.EXECUTING)) == "'executing'"
+    with pytest.raises(ValueError, match="unknown job state"):
+        state_literal("executing' OR '1' = '1")
