@@ -294,9 +294,16 @@ class WorkerPool:
         return max_execution(claimed.job, timeout, self.config.default_max_execution)
 
     def _stop_lost(self, lost: set[uuid.UUID]) -> None:
-        """Stop executions whose lease is gone (cancelled or rescued): never record them."""
+        """Stop executions whose lease is gone (cancelled or rescued): never record them.
+
+        An executor whose result already waits in its pipe has finished: that result is taken
+        (the fenced settle drops it) rather than the executor killed. After a stop signal the
+        wait for results can return empty although one is waiting (epoll is not restarted).
+        """
         for ex in list(self.executors):
-            if ex.running is not None and ex.running.lease_token in lost:
+            while self._lost_job_waiting(ex, lost):
+                self._receive(ex)
+            if ex in self.executors and ex.running is not None and ex.running.lease_token in lost:
                 claimed = ex.running
                 log.warning("lease lost, stopping execution", extra={"job_id": str(claimed.job.id)})
                 self.running_by_queue[claimed.job.queue] -= 1
@@ -306,6 +313,15 @@ class WorkerPool:
         for claimed in [c for c in self.buffer if c.lease_token in lost]:
             self.buffer.remove(claimed)
             self.buffered_by_queue[claimed.job.queue] -= 1
+
+    def _lost_job_waiting(self, ex: Executor, lost: set[uuid.UUID]) -> bool:
+        """Whether ``ex`` runs a job of ``lost`` and a message from it waits unread."""
+        if ex not in self.executors or ex.running is None or ex.running.lease_token not in lost:
+            return False
+        try:
+            return ex.conn.poll(0)
+        except (OSError, EOFError):
+            return False
 
     # -- claims ---------------------------------------------------------------------------
 
