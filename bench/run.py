@@ -25,7 +25,14 @@ from typing import Any
 from bench import catalog, machine, report
 from bench.nodes import POOL_COUNTS
 from bench.peers import runner
-from bench.targets import BACKENDS, DEFAULT_POSTGRES_URL, Target, postgresql_target, sqlite_target
+from bench.targets import (
+    BACKENDS,
+    DEFAULT_POSTGRES_URL,
+    Target,
+    checkpoint,
+    postgresql_target,
+    sqlite_target,
+)
 from bench.workloads.common import Context, Measurement
 from bench.workloads.pools import SharedPool
 from kickside_engine.redact import redact_text
@@ -115,6 +122,8 @@ def _run_workloads(
         if not workload.uses_pool and ctx.shared_pool is not None:
             ctx.shared_pool.close()
         progress(f"{target.backend}: {workload.title}")
+        if target.backend == "postgresql":
+            checkpoint(target.url, progress)
         try:
             measured.append(workload.run(ctx))
         except Exception as exc:

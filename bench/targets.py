@@ -10,7 +10,7 @@ import contextlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +63,20 @@ def create_schema(url: str, schema: str) -> None:
     try:
         with engine.begin() as conn:
             conn.execute(text(f'CREATE SCHEMA "{check_schema_name(schema)}"'))
+    finally:
+        engine.dispose()
+
+
+def checkpoint(url: str, progress: Callable[[str], None] | None = None) -> None:
+    """Flush the server's dirty buffers (``CHECKPOINT``) so no workload pays for the writes of
+    the one before it. Best effort: a role that may not checkpoint only gets a note."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("CHECKPOINT"))
+    except Exception as exc:
+        if progress is not None:
+            progress(f"no CHECKPOINT before the workload: {str(exc).splitlines()[0]}")
     finally:
         engine.dispose()
 

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for workload, n in counts.items():
             print(f"[{args.system}] {workload}: {n} jobs", file=sys.stderr, flush=True)
+            protocol.checkpoint(args.conninfo)
             try:
                 results.append(runners[workload](n))
             except Exception as exc:

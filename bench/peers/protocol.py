@@ -73,6 +73,18 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def checkpoint(conninfo: str) -> None:
+    """Flush the server's dirty buffers before a workload, as the harness does for Kickside's
+    (``bench.targets.checkpoint``): no workload pays for the writes of the one before it."""
+    import psycopg
+
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.Error as exc:
+        print(f"no CHECKPOINT before the workload: {exc}", file=sys.stderr, flush=True)
+
+
 def result(
     peer: Peer,
     workload: str,
