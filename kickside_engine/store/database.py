@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError, StatementError
 
 from kickside_engine.config import DatabaseConfig, display_url, resolve_database_config
 from kickside_engine.errors import (
@@ -105,19 +105,24 @@ class Database:
             raise ConfigurationError("execute_autocommit runs on PostgreSQL only")
         dialect = self.engine.dialect
         dbapi_error = dialect.loaded_dbapi.Error
+
+        def wrapped(exc: Exception, sql: str | None, invalidated: bool) -> StatementError:
+            """The driver's error as the ``Connection`` layer would have raised it."""
+            return DBAPIError.instance(
+                sql,
+                params if sql is not None else None,
+                exc,
+                dbapi_error,
+                hide_parameters=self.engine.hide_parameters,
+                connection_invalidated=invalidated,
+                dialect=dialect,
+            )
+
         with translate_errors(self):
             try:
                 raw = self.engine.raw_connection()
             except dbapi_error as exc:
-                raise DBAPIError.instance(
-                    None,
-                    None,
-                    exc,
-                    dbapi_error,
-                    hide_parameters=self.engine.hide_parameters,
-                    connection_invalidated=dialect.is_disconnect(exc, None, None),
-                    dialect=dialect,
-                ) from exc
+                raise wrapped(exc, None, dialect.is_disconnect(exc, None, None)) from exc
             driver: Any = raw.driver_connection
             switch = not driver.autocommit
             try:
@@ -129,15 +134,7 @@ class Database:
                 disconnect = dialect.is_disconnect(exc, driver, None)
                 if disconnect:
                     raw.invalidate(exc)  # closed: never handed out again
-                raise DBAPIError.instance(
-                    statement,
-                    params,
-                    exc,
-                    dbapi_error,
-                    hide_parameters=self.engine.hide_parameters,
-                    connection_invalidated=disconnect,
-                    dialect=dialect,
-                ) from exc
+                raise wrapped(exc, statement, disconnect) from exc
             except BaseException as exc:
                 raw.invalidate(exc)  # interrupted mid-statement: the connection's state is unknown
                 raise
