@@ -57,8 +57,9 @@ class PoolConfig:
     code_version: str | None = None
     schedule: tuple[object, ...] = ()
     #: How many claimed jobs may wait in the supervisor for an executor to free up, while jobs
-    #: are fast (they then start without waiting for a database round trip). None: twice as
-    #: many as there are executors; 0: claim only for free executors.
+    #: are fast (they then start without waiting for a database round trip). None: as many as
+    #: the executors get through during one database turn, from 2 to 6 per executor; 0: claim
+    #: only for free executors.
     prefetch: int | None = None
 
     def __post_init__(self) -> None:
@@ -74,8 +75,3 @@ class PoolConfig:
     @property
     def executors(self) -> int:
         return sum(self.queues.values())
-
-    @property
-    def prefetch_jobs(self) -> int:
-        """The prefetch limit in jobs (see ``prefetch``)."""
-        return 2 * self.executors if self.prefetch is None else self.prefetch

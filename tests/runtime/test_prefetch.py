@@ -1,9 +1,11 @@
 """Prefetch: jobs claimed ahead of free executors start as soon as one frees up, never beyond a
-queue's concurrency, each exactly once; runs restamped after an upgrade say the right version."""
+queue's concurrency, each exactly once; the buffer grows to cover a slow database turn; runs
+restamped after an upgrade say the right version."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -13,6 +15,7 @@ import sqlalchemy as sa
 from kickside_engine import Database, Job, JobBuilder, WorkerRegistry, enqueue_many
 from kickside_engine.clock import utcnow
 from kickside_engine.runtime import PoolConfig, WorkerPool
+from kickside_engine.runtime.pool import Turn, TurnResult, prefetch_limit
 from kickside_engine.store.claims import claim_jobs, restamp_run
 
 from ..support.processes import wait_for
@@ -63,6 +66,41 @@ def test_prefetched_jobs_run_once_within_each_queues_concurrency(db: Database) -
     assert set(_runs) == {str(j.id) for j in inserted}
     assert pool.stats["prefetched"] > 0  # fast jobs were claimed ahead and waited here
     assert not pool.buffer
+
+
+def test_prefetch_limit_covers_one_turn_within_two_to_six_jobs_per_executor() -> None:
+    assert prefetch_limit(10, None, turn_ms=0.0, execution_ms=20.0) == 20  # nothing measured yet
+    assert prefetch_limit(10, None, turn_ms=12.0, execution_ms=4.0) == 30  # 3 jobs per turn
+    assert prefetch_limit(10, None, turn_ms=9.0, execution_ms=0.0) == 60  # no-ops: capped
+    assert prefetch_limit(10, None, turn_ms=2.0, execution_ms=50.0) == 20  # slow jobs: the floor
+    assert prefetch_limit(10, 5, turn_ms=100.0, execution_ms=0.0) == 5  # configured: as given
+    assert prefetch_limit(10, 0, turn_ms=100.0, execution_ms=0.0) == 0
+
+
+def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
+    """With turns far slower than the jobs, the buffer holds more than twice the executors."""
+    enqueue_many(db, [JobBuilder("tick") for _ in range(400)])
+    pool = WorkerPool(
+        db,
+        PoolConfig(queues={"default": 2}, mode="thread", registry=registry, run_plugins=False),
+    )
+    deepest = 0
+    real_turn = pool._run_turn
+
+    def slow_turn(turn: Turn) -> TurnResult:
+        nonlocal deepest
+        deepest = max(deepest, len(pool.buffer))
+        time.sleep(0.03)  # a database 30 ms away
+        return real_turn(turn)
+
+    pool._run_turn = slow_turn  # type: ignore[method-assign]
+    pool.start()
+    try:
+        wait_for(lambda: _completed(db) == 400, 120, "every job completed")
+    finally:
+        pool.stop(30)
+    assert deepest > 2 * 2  # the fixed default of twice the executors stopped at 4
+    assert deepest <= 6 * 2
 
 
 def test_prefetch_zero_claims_only_for_free_executors(db: Database) -> None:
