@@ -55,6 +55,7 @@ from kickside_engine.store.outcomes import (
     settle_batch,
     unnest_settle,
 )
+from kickside_engine.wire import decode_result
 
 log = logging.getLogger("kickside.pool")
 #: Prefetch only while executions average under this: for slower jobs a round trip is noise,
@@ -283,8 +284,8 @@ class WorkerPool:
                 self.version = ex.version or self.version
             self._claim_wanted = True
         elif kind == "result":
-            if ex.running is not None and message[1] == ex.running.lease_token:
-                self._finish(ex, message[2])
+            if ex.running is not None and message[1] == ex.running.lease_token.int:
+                self._finish(ex, decode_result(message[2]))
         elif kind == "failed":
             log.error("executor could not load the app: %s", message[1])
             self._retire(ex, kill=True)
