@@ -10,13 +10,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import select, update
 
 from kickside_engine.clock import utcnow
-from kickside_engine.models import JobState
-from kickside_engine.store.claims import renew_leases
+from kickside_engine.store.claims import leases_held_by, renew_leases
 from kickside_engine.store.database import Database
-from kickside_engine.store.tables import state_literal
 
 if TYPE_CHECKING:
     from kickside_engine.runtime.config import PoolConfig
@@ -105,13 +103,7 @@ class LeaseKeeper:
         job = self.db.tables.job
         with self.db.read() as conn:
             rows = conn.execute(
-                select(job.c.lease_token).where(
-                    and_(
-                        job.c.lease_token.in_(tokens),
-                        job.c.state == state_literal(JobState.EXECUTING),
-                        job.c.lease_owner == self.node,
-                    )
-                )
+                select(job.c.lease_token).where(leases_held_by(job, self.node, tokens))
             )
             return {r[0] for r in rows}
 
@@ -122,13 +114,7 @@ class LeaseKeeper:
         with self.db.begin() as conn:
             conn.execute(
                 update(job)
-                .where(
-                    and_(
-                        job.c.lease_token.in_(list(tokens)),
-                        job.c.state == state_literal(JobState.EXECUTING),
-                        job.c.lease_owner == self.node,
-                    )
-                )
+                .where(leases_held_by(job, self.node, tokens))
                 .values(lease_expires_at=now, updated_at=now)
             )
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    ColumnElement,
     Connection,
     Integer,
     String,
@@ -247,6 +248,15 @@ def restamp_run(db: Database, lease_token: uuid.UUID, code_version: str | None) 
         )
 
 
+def leases_held_by(job: Any, node: str, tokens: Sequence[uuid.UUID]) -> ColumnElement[bool]:
+    """Jobs still executing under one of ``tokens``, leased to ``node``: the leases it holds."""
+    return and_(
+        job.c.state == state_literal(JobState.EXECUTING),
+        job.c.lease_owner == node,
+        job.c.lease_token.in_(list(tokens)),
+    )
+
+
 def renew_leases(
     db: Database,
     *,
@@ -269,13 +279,7 @@ def renew_leases(
             chunk = list(tokens[start : start + 500])
             result = conn.execute(
                 update(job)
-                .where(
-                    and_(
-                        job.c.state == state_literal(JobState.EXECUTING),
-                        job.c.lease_owner == node,
-                        job.c.lease_token.in_(chunk),
-                    )
-                )
+                .where(leases_held_by(job, node, chunk))
                 .values(lease_expires_at=now + lease, updated_at=now)
                 .returning(job.c.lease_token)
             )
