@@ -45,7 +45,12 @@ from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
-from kickside_engine.store.claims import claim_jobs, restamp_run
+from kickside_engine.store.claims import (
+    claim_jobs,
+    close_turn_connection,
+    open_turn_connection,
+    restamp_run,
+)
 from kickside_engine.store.database import Database, translate_errors
 from kickside_engine.store.keyed_claims import claim_keyed
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
@@ -480,15 +485,13 @@ class WorkerPool:
         much client CPU as the claim statement itself.
         """
         if self._turn_conn is None:
-            conn = self.db.engine.connect()
-            self._turn_conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            self._turn_conn = open_turn_connection(self.db)
         return self._turn_conn
 
     def _close_turn_connection(self) -> None:
         conn, self._turn_conn = self._turn_conn, None
         if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+            close_turn_connection(conn)
 
     def _plan(self, idle: list[Executor]) -> ClaimPlan:
         """Queues to claim from, in random order, each with its share, and the room for all.

@@ -24,15 +24,22 @@ import pytest
 import sqlalchemy as sa
 from psycopg import sql
 
-from kickside_engine import Database, JobState
+from kickside_engine import Database, JobBuilder, JobState, enqueue_many
 from kickside_engine.clock import utcnow
 from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.control import JobFilter, list_jobs
 from kickside_engine.health import doctor
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.metrics import overview
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.runtime.supervision import LeaseKeeper
-from kickside_engine.store.claims import renew_leases
+from kickside_engine.store.claims import (
+    claim_jobs,
+    close_turn_connection,
+    open_turn_connection,
+    renew_leases,
+)
+from kickside_engine.store.outcomes import unnest_settle
 from kickside_engine.store.tables import state_literal
 
 from ..conftest import PG_URL
@@ -167,8 +174,15 @@ QUERIES: dict[str, Query] = {
 }
 
 
-def _postgresql_plan(statement: str, params: dict[str, Any]) -> str:
-    """The generic plan of ``statement`` (psycopg's ``%(name)s`` style), prepared on the server."""
+def _postgresql_plan(
+    statement: str, params: dict[str, Any], conn: psycopg.Connection[Any] | None = None
+) -> str:
+    """The generic plan of ``statement`` (psycopg's ``%(name)s`` style), prepared on the server
+    (in the session of ``conn``, an autocommit connection, when given)."""
+    if conn is None:
+        url = sa.make_url(PG_URL).set(drivername="postgresql")
+        with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as own:
+            return _postgresql_plan(statement, params, own)
     names: list[str] = []
 
     def number(m: re.Match[str]) -> str:
@@ -179,13 +193,15 @@ def _postgresql_plan(statement: str, params: dict[str, Any]) -> str:
         return f"${names.index(m.group(1)) + 1}"
 
     numbered = re.sub(r"%\((\w+)\)s|%%", number, statement)
-    url = sa.make_url(PG_URL).set(drivername="postgresql")
-    with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as conn:
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        conn.execute(sql.SQL("PREPARE q AS {}").format(sql.SQL(numbered)))
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute(sql.SQL("PREPARE q AS {}").format(sql.SQL(numbered)))
+    try:
         arguments = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
         rows = conn.execute(sql.SQL("EXPLAIN EXECUTE q ({})").format(arguments))
         return "\n".join(str(r[0]) for r in rows)
+    finally:
+        conn.execute("DEALLOCATE q")
+        conn.execute("RESET plan_cache_mode")
 
 
 def _sqlite_plan(db: Database, statement: str, params: Any) -> str:
@@ -218,3 +234,34 @@ def test_only_a_job_state_becomes_a_literal() -> None:
     assert str(state_literal(JobState.EXECUTING)) == "'executing'"
     with pytest.raises(ValueError, match="unknown job state"):
         state_literal("executing' OR '1' = '1")
+
+
+def test_a_pool_turn_reads_through_indexes_when_its_plan_was_made_on_empty_tables(
+    db: Database,
+) -> None:
+    """The turn statement (claim + settle of the last batch) on the pool's turn connection.
+
+    Planned generically while the run table holds a handful of rows (a pool just started on a
+    fresh database), the settle used to read every run to find the batch's: a plan PostgreSQL
+    keeps for the connection's life while the history grows.
+    """
+    if not db.is_postgresql:
+        pytest.skip("turn connections and generic plans are PostgreSQL's")
+    enqueue_many(db, [JobBuilder("noop", {"i": i}) for i in range(40)])
+    turn = open_turn_connection(db)
+    try:
+        now = utcnow()
+        claimed = claim_jobs(db, turn, queue="default", node=NODE, limit=10, now=now)
+        done = ExecutionResult(ResultKind.DONE, utcnow(), 1)
+        inline = unnest_settle(db, [settlement_for(c, done) for c in claimed])
+        assert inline is not None
+        with _capture(db) as captured:
+            claim_jobs(db, turn, queue="default", node=NODE, limit=10, now=now, settle=inline)
+        ((statement, params),) = captured
+        plan = _postgresql_plan(statement, params, turn.connection.driver_connection)
+    finally:
+        close_turn_connection(turn)
+    assert "kickside_job_run" in plan and "Update on kickside_job_run" in plan
+    assert "Seq Scan" not in plan, plan
+    with db.engine.connect() as conn:  # the setting does not leak into the engine's pool
+        assert conn.exec_driver_sql("SHOW enable_seqscan").scalar() == "on"
