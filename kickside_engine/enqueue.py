@@ -14,8 +14,9 @@ secrets). Timestamps come from the application clock in UTC.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -174,6 +175,8 @@ class JobBuilder:
 def _args_dict(args: Any) -> dict[str, Any]:
     if args is None:
         return {}
+    if type(args) is dict:
+        return dict(args)
     if dataclasses.is_dataclass(args) and not isinstance(args, type):
         return dataclasses.asdict(args)
     if isinstance(args, Mapping):
@@ -252,7 +255,7 @@ def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
     ):
         raise InvalidArgumentError(f"max_execution_ms must be 1..30 days, got {max_execution_ms!r}")
     identity = (opts.namespace, opts.scope, opts.identity_key)
-    if opts.kind is JobKind.SLOT or any(part is not None for part in identity):
+    if opts.kind is JobKind.SLOT or identity != (None, None, None):
         identity = (
             _identity_part(opts.namespace, "namespace"),
             _identity_part(opts.scope, "scope"),
@@ -439,10 +442,10 @@ def enqueue_many(
 ) -> list[Inserted]:
     """Insert many jobs in batched multi-row statements (a fan-out). Refuses unique jobs.
 
-    Every job is validated before anything is written: one bad job writes none.
+    One bad job writes none: every job is validated before anything is written or, when the
+    rows stream into PostgreSQL in a transaction of this call's own, before it commits.
     """
     now = ensure_aware(now, "now") if now is not None else utcnow()
-    rows = []
     for builder in jobs:
         if builder.options.unique is not None:
             raise InvalidArgumentError(
@@ -451,14 +454,28 @@ def enqueue_many(
             )
         if builder.options.kind is JobKind.SLOT or builder.options.identity_key is not None:
             raise InvalidArgumentError("enqueue_many refuses slot and identity jobs")
-        rows.append(build_row(builder.options, now))
-    if not rows:
+    if not jobs:
         return []
-    if conn is None:
+    rows: list[dict[str, Any]] = []
+    if conn is None and db.is_postgresql and len(jobs) >= COPY_FROM_ROWS:
+        # Each row is built while COPY streams the ones before it: the server inserts while
+        # the client validates. A bad job aborts the COPY, and the transaction rolls back.
+        def built() -> Iterator[dict[str, Any]]:
+            for builder in jobs:
+                rows.append(build_row(builder.options, now))
+                yield rows[-1]
+
         with db.begin() as own:
-            _insert_rows(db, own, rows)
+            _copy_rows(db, own, built())
+            _notify_queues(db, own, rows)
     else:
-        _insert_rows(db, conn, rows)
+        # A caller's transaction must stay usable after a bad job: validate them all first.
+        rows = [build_row(builder.options, now) for builder in jobs]
+        if conn is None:
+            with db.begin() as own:
+                _insert_rows(db, own, rows)
+        else:
+            _insert_rows(db, conn, rows)
     signal = local_signal(db)
     for queue in {r["queue"] for r in rows}:
         signal.wake(queue)
@@ -477,23 +494,31 @@ def _insert_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> 
         _copy_rows(db, conn, rows)
     else:
         conn.execute(insert(db.tables.job), rows)
+    _notify_queues(db, conn, rows)
+
+
+def _notify_queues(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> None:
     for queue in sorted({r["queue"] for r in rows}):
         notify_in_transaction(conn, db, queue)
 
 
-def _copy_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> None:
+def _copy_rows(db: Database, conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
     """Stream rows into the job table with COPY, inside ``conn``'s transaction.
 
     Several times faster than a pipelined INSERT per row: one statement, no per-row round of
-    parse, bind and execute on the server.
+    parse, bind and execute on the server. Every row has the keys of the first (build_row's).
     """
-    columns = list(rows[0])
+    stream = iter(rows)
+    first = next(stream, None)
+    if first is None:
+        return
+    columns = list(first)
     table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
     names = ", ".join(f'"{c}"' for c in columns)
     json_at = [i for i, c in enumerate(columns) if c in _JSON_COLUMNS]
     driver: Any = conn.connection.driver_connection
     with driver.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-        for row in rows:
+        for row in itertools.chain((first,), stream):
             values = list(row.values())
             for i in json_at:
                 value = values[i]

@@ -6,8 +6,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
-from kickside_engine import Database, JobBuilder, JobState, enqueue_many, get_job
+from kickside_engine import (
+    Database,
+    InvalidArgumentError,
+    JobBuilder,
+    JobState,
+    enqueue_many,
+    get_job,
+)
 from kickside_engine.enqueue import COPY_FROM_ROWS
 
 AWKWARD = [
@@ -50,3 +58,15 @@ def test_bulk_rows_round_trip_exactly(db: Database, count: int) -> None:
         assert job.errors == [] and job.attempt == 0
         expected = JobState.SCHEDULED if i % 7 == 0 else JobState.AVAILABLE
         assert job.state is expected and ins.state is expected
+
+
+def test_a_bad_job_deep_in_a_streamed_batch_writes_none(db: Database) -> None:
+    """On PostgreSQL a large batch is validated while it streams: a bad job far into it still
+    leaves no row behind, and says what was wrong."""
+    good = [JobBuilder("echo", {"n": i}) for i in range(COPY_FROM_ROWS * 3)]
+    bad = JobBuilder("echo", {"unstorable": {1, 2}})
+    with pytest.raises(InvalidArgumentError, match="args cannot be stored as JSON"):
+        enqueue_many(db, [*good, bad, *good])
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(db.tables.job)).scalar() == 0
+    assert len(enqueue_many(db, good)) == len(good)  # and the next batch goes in whole
