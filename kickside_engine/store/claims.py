@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +25,7 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    Dialect,
     Integer,
     String,
     and_,
@@ -39,7 +40,7 @@ from sqlalchemy import (
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.outcomes import UnnestSettle
-from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.rows import job_from_driver_row, job_from_row
 from kickside_engine.store.tables import Tables, state_literal
 from kickside_engine.store.types import UTCDateTime
 
@@ -107,6 +108,9 @@ def claim_jobs(
     """
     if limit <= 0 and settle is None:
         return []
+    if now.tzinfo is None:
+        raise ValueError(f"naive datetime {now!r}: Kickside stores timezone-aware UTC")
+    now = now.astimezone(UTC)
     expires = now + lease
     params = {
         "p_queue": queue,
@@ -124,12 +128,16 @@ def claim_jobs(
         stmt = _claim_statement(db.tables, db.dialect, keyless_only)
     else:
         stmt = _build_claim(db.tables, db.dialect, keyless_only, list(job_ids))
-    rows = conn.execute(stmt, params).all()
-    if not rows:
+    if db.is_postgresql and job_ids is None:
+        sql, constants = _driver_statement(stmt, db.tables, db.engine.dialect)
+        jobs = [job_from_driver_row(r) for r in conn.exec_driver_sql(sql, {**constants, **params})]
+    else:
+        jobs = [job_from_row(r) for r in conn.execute(stmt, params)]
+    if not jobs:
         return []
     claimed = [
         ClaimedJob(job=j, node=node, lease_token=j.lease_token, lease_expires_at=expires)  # type: ignore[arg-type]
-        for j in (job_from_row(r) for r in rows)
+        for j in jobs
     ]
     claimed.sort(key=lambda c: (c.job.priority, c.job.scheduled_at, c.job.id))
     if db.dialect != "postgresql":
@@ -141,6 +149,22 @@ def claim_jobs(
 def _claim_statement(tables: Tables, dialect: str, keyless_only: bool) -> Any:
     """The claim statement, built once per schema: building it costs more than running it."""
     return _build_claim(tables, dialect, keyless_only, None)
+
+
+@lru_cache(maxsize=64)
+def _driver_statement(stmt: Any, tables: Tables, dialect: Dialect) -> tuple[str, dict[str, Any]]:
+    """A cached PostgreSQL claim as psycopg runs it: its SQL, and the values of the constants
+    SQLAlchemy made parameters of. Run this way the rows come back as psycopg loads them,
+    for :func:`job_from_driver_row` (so the statement must return every job column in order).
+
+    The claim's own parameters need no SQLAlchemy processing either: :func:`claim_jobs` makes
+    its instants aware UTC datetimes, as ``UTCDateTime`` would send them.
+    """
+    returned = [c.name for c in stmt.selected_columns]
+    if returned != list(tables.job.columns.keys()):
+        raise AssertionError(f"a claim must return every job column in order, not {returned}")
+    compiled = stmt.compile(dialect=dialect)
+    return str(compiled), dict(compiled.params)
 
 
 @lru_cache(maxsize=64)

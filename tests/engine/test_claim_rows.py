@@ -1,0 +1,64 @@
+"""A claimed job is the job as stored, field for field, however the claim read its row.
+
+On PostgreSQL the claim reads psycopg's rows directly (no SQLAlchemy result processing) and
+builds each job positionally; a column out of place or a value left unconverted shows here.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, timedelta
+
+from kickside_engine import Database, JobBuilder, JobKind, JobState, claim, enqueue, get_job
+from kickside_engine.clock import utcnow
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
+from kickside_engine.models import Job
+from kickside_engine.plugins.stager import stage
+from kickside_engine.store.outcomes import settle_batch
+from kickside_engine.store.rows import job_from_driver_row
+from kickside_engine.store.tables import TABLES
+
+
+def test_job_fields_follow_the_table_columns() -> None:
+    assert tuple(TABLES.job.columns.keys()) == tuple(Job.__dataclass_fields__)
+
+
+def test_a_claimed_job_equals_the_stored_job_in_every_field(db: Database) -> None:
+    builder = (
+        JobBuilder("echo", {"text": "ünïcødé", "n": [1, 2.5, None]})
+        .queue("rows")
+        .priority(3)
+        .max_attempts(4)
+        .tags(["a", "b"])
+        .meta({"origin": "test"})
+    )
+    inserted = enqueue(db, builder)
+    (first,) = claim(db, queue="rows", node="n1")
+    failed = ExecutionResult(ResultKind.ERROR, utcnow(), 5, error="RuntimeError: boom")
+    with db.begin() as conn:  # a failed attempt leaves an error entry and a retry time
+        settle_batch(db, conn, [settlement_for(first, failed)])
+    later = utcnow() + timedelta(days=2)  # past the default backoff of a first failure
+    assert stage(db, later) == 1
+    (second,) = claim(db, queue="rows", node="n2", now=later, code_version="v2")
+    stored = get_job(db, inserted.id)
+    assert stored is not None and stored.state is JobState.EXECUTING
+    assert second.job == stored
+    job = second.job
+    assert job.kind is JobKind.ONESHOT and job.state is JobState.EXECUTING
+    assert job.attempt == 2 and job.lease_owner == "n2" and second.lease_token == job.lease_token
+    assert [e.attempt for e in job.errors] == [1] and "boom" in job.errors[0].error
+    instants = [job.inserted_at, job.scheduled_at, job.attempted_at, job.lease_expires_at]
+    assert all(t is not None and t.tzinfo is UTC for t in instants)
+
+
+def test_a_driver_row_converts_every_coded_field() -> None:
+    now = utcnow()
+    values = [None] * len(Job.__dataclass_fields__)
+    names = list(Job.__dataclass_fields__)
+    values[names.index("kind")] = "slot"
+    values[names.index("state")] = "parked"
+    values[names.index("errors")] = [{"attempt": 2, "at": now.isoformat(), "error": "x"}]
+    values[names.index("updated_at")] = now.astimezone(UTC).astimezone()  # another zone
+    job = job_from_driver_row(values)
+    assert job.kind is JobKind.SLOT and job.state is JobState.PARKED
+    assert job.errors[0].attempt == 2 and job.errors[0].at == now
+    assert job.updated_at == now and job.updated_at.tzinfo is UTC
