@@ -58,7 +58,7 @@ class PoolConfig:
     schedule: tuple[object, ...] = ()
     #: How many claimed jobs may wait in the supervisor for an executor to free up, while jobs
     #: are fast (they then start without waiting for a database round trip). None: as many as
-    #: the executors get through during one database turn, from 2 to 6 per executor; 0: claim
+    #: the executors get through during one database turn, from 2 to 12 per executor; 0: claim
     #: only for free executors.
     prefetch: int | None = None
 

@@ -40,7 +40,7 @@ def worker(
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
     prefetch: Annotated[int | None, typer.Option(
         "--prefetch", min=0, help="Jobs claimed ahead of free executors while jobs are fast "
-        "(default: what the executors get through in one database turn, 2-6 per executor; "
+        "(default: what the executors get through in one database turn, 2-12 per executor; "
         "0: off).")] = None,
 ) -> None:
     """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place."""

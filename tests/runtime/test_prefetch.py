@@ -68,10 +68,11 @@ def test_prefetched_jobs_run_once_within_each_queues_concurrency(db: Database) -
     assert not pool.buffer
 
 
-def test_prefetch_limit_covers_one_turn_within_two_to_six_jobs_per_executor() -> None:
+def test_prefetch_limit_covers_one_turn_within_two_to_twelve_jobs_per_executor() -> None:
     assert prefetch_limit(10, None, turn_ms=0.0, execution_ms=20.0) == 20  # nothing measured yet
     assert prefetch_limit(10, None, turn_ms=12.0, execution_ms=4.0) == 30  # 3 jobs per turn
-    assert prefetch_limit(10, None, turn_ms=9.0, execution_ms=0.0) == 60  # no-ops: capped
+    assert prefetch_limit(10, None, turn_ms=9.0, execution_ms=0.0) == 120  # no-ops: capped
+    assert prefetch_limit(10, None, turn_ms=3.0, execution_ms=0.0) == 60  # 0.5 ms hand-offs
     assert prefetch_limit(10, None, turn_ms=2.0, execution_ms=50.0) == 20  # slow jobs: the floor
     assert prefetch_limit(10, 5, turn_ms=100.0, execution_ms=0.0) == 5  # configured: as given
     assert prefetch_limit(10, 0, turn_ms=100.0, execution_ms=0.0) == 0
@@ -100,7 +101,7 @@ def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
     finally:
         pool.stop(30)
     assert deepest > 2 * 2  # the fixed default of twice the executors stopped at 4
-    assert deepest <= 6 * 2
+    assert deepest <= 12 * 2
 
 
 def test_prefetch_zero_claims_only_for_free_executors(db: Database) -> None:
