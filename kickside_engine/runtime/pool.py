@@ -266,6 +266,9 @@ class WorkerPool:
             self._replace(ex, kill=False)
 
     def _log_stop(self, claimed: ClaimedJob, result: ExecutionResult) -> None:
+        failed = result.kind in (ResultKind.ERROR, ResultKind.TIMEOUT, ResultKind.CRASH)
+        if not job_log.isEnabledFor(logging.WARNING if failed else logging.INFO):
+            return  # building the record's fields cost more than the rest of taking a result
         fields = {
             "job_id": str(claimed.job.id),
             "worker": claimed.job.worker,
@@ -274,7 +277,7 @@ class WorkerPool:
             "duration_ms": result.duration_ms,
             "outcome": result.kind.value,
         }
-        if result.kind in (ResultKind.ERROR, ResultKind.TIMEOUT, ResultKind.CRASH):
+        if failed:
             final = claimed.job.attempt >= claimed.job.max_attempts and not claimed.job.is_slot
             fields["error"] = clean_error(result.error or result.kind.value)
             job_log.log(logging.ERROR if final else logging.WARNING, "job.exception", extra=fields)
@@ -645,22 +648,25 @@ class WorkerPool:
 
     def _dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
         mono = time.monotonic()
+        log_starts = job_log.isEnabledFor(logging.INFO)
         for ex, claimed in assigned:
             ex.started_monotonic = mono
             ex.deadline = mono + self._max_execution(ex, claimed).total_seconds()
             if claimed.lease_token in self._restamp:
                 self._restamp.discard(claimed.lease_token)
                 restamp_run(self.db, claimed.lease_token, ex.version)
-            job_log.info(
-                "job.start",
-                extra={
-                    "job_id": str(claimed.job.id),
-                    "worker": claimed.job.worker,
-                    "queue": claimed.job.queue,
-                    "attempt": claimed.job.attempt,
-                    "queue_ms": int((now - claimed.job.scheduled_at) / timedelta(milliseconds=1)),
-                },
-            )
+            if log_starts:
+                job = claimed.job
+                job_log.info(
+                    "job.start",
+                    extra={
+                        "job_id": str(job.id),
+                        "worker": job.worker,
+                        "queue": job.queue,
+                        "attempt": job.attempt,
+                        "queue_ms": int((now - job.scheduled_at) / timedelta(milliseconds=1)),
+                    },
+                )
             ex.dispatch(claimed)
 
     def _probe_keyed(self, queue: str) -> bool:
