@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -456,18 +457,22 @@ def enqueue_many(
             raise InvalidArgumentError("enqueue_many refuses slot and identity jobs")
     if not jobs:
         return []
-    rows: list[dict[str, Any]] = []
     if conn is None and db.is_postgresql and len(jobs) >= COPY_FROM_ROWS:
         # Each row is built while COPY streams the ones before it: the server inserts while
         # the client validates. A bad job aborts the COPY, and the transaction rolls back.
+        # Only what the result needs is kept of each row: the rest is freed as it is sent
+        # (keeping 20,000 rows alive made the garbage collector's passes a third of the time).
+        kept: list[tuple[uuid.UUID, str, str]] = []
+
         def built() -> Iterator[dict[str, Any]]:
             for builder in jobs:
-                rows.append(build_row(builder.options, now))
-                yield rows[-1]
+                row = build_row(builder.options, now)
+                kept.append((row["id"], row["state"], row["queue"]))
+                yield row
 
         with db.begin() as own:
             _copy_rows(db, own, built())
-            _notify_queues(db, own, rows)
+            _notify_queues(db, own, {queue for _, _, queue in kept})
     else:
         # A caller's transaction must stay usable after a bad job: validate them all first.
         rows = [build_row(builder.options, now) for builder in jobs]
@@ -476,10 +481,12 @@ def enqueue_many(
                 _insert_rows(db, own, rows)
         else:
             _insert_rows(db, conn, rows)
+        kept = [(r["id"], r["state"], r["queue"]) for r in rows]
     signal = local_signal(db)
-    for queue in {r["queue"] for r in rows}:
+    for queue in {queue for _, _, queue in kept}:
         signal.wake(queue)
-    return [Inserted(id=r["id"], duplicate=False, state=JobState(r["state"])) for r in rows]
+    states = {state.value: state for state in JobState}
+    return [Inserted(id=id_, duplicate=False, state=states[state]) for id_, state, _ in kept]
 
 
 #: Rows from which a bulk insert on PostgreSQL streams with COPY instead of INSERT.
@@ -494,11 +501,11 @@ def _insert_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> 
         _copy_rows(db, conn, rows)
     else:
         conn.execute(insert(db.tables.job), rows)
-    _notify_queues(db, conn, rows)
+    _notify_queues(db, conn, {r["queue"] for r in rows})
 
 
-def _notify_queues(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> None:
-    for queue in sorted({r["queue"] for r in rows}):
+def _notify_queues(db: Database, conn: Connection, queues: set[str]) -> None:
+    for queue in sorted(queues):
         notify_in_transaction(conn, db, queue)
 
 
