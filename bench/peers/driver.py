@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             args.workdir / f"latency-{args.system}.stamps",
         ),
         "history_scale": lambda n: protocol.history_scale(
-            peer, n, {"small": small, "large": large}
+            peer, n, {"small": small, "large": large}, args.conninfo
         ),
         "multi_node": lambda n: multinode.multi_node(
             peer, worker_args, args.workdir, n, peer.backend_pid(), pool_counts

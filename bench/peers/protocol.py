@@ -265,8 +265,11 @@ def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str
     )
 
 
-def history_scale(peer: Peer, n: int, sizes: dict[str, int]) -> dict[str, Any]:
-    """Workload 5: claim-and-complete cost with a small and a large history, as Kickside's."""
+def history_scale(
+    peer: Peer, n: int, sizes: dict[str, int], conninfo: str
+) -> dict[str, Any]:
+    """Workload 5: claim-and-complete cost with a small and a large history, as Kickside's
+    (a checkpoint between generating the history and measuring)."""
     runs: list[dict[str, float]] = []
     per_job: dict[str, float] = {}
     for label, size in sizes.items():
@@ -274,6 +277,7 @@ def history_scale(peer: Peer, n: int, sizes: dict[str, int]) -> dict[str, Any]:
         began = time.perf_counter()
         peer.insert_history(size)
         generated = time.perf_counter() - began
+        checkpoint(conninfo)
         costs = []
         for _ in range(HISTORY_ROUNDS):
             costs.append(peer.claim_and_complete(n) / n * 1e6)
