@@ -28,7 +28,7 @@ from sqlalchemy import Connection, String, bindparam, func, insert, select
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.ids import uuid7
-from kickside_engine.models import Inserted, JobKind, JobState
+from kickside_engine.models import JOB_STATES_BY_VALUE, Inserted, JobKind, JobState
 from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.redact import redact_value
 from kickside_engine.store.database import Database
@@ -472,7 +472,8 @@ def enqueue_many(
 
         with db.begin() as own:
             _copy_rows(db, own, built())
-            _notify_queues(db, own, {queue for _, _, queue in kept})
+            queues = {queue for _, _, queue in kept}
+            _notify_queues(db, own, queues)
     else:
         # A caller's transaction must stay usable after a bad job: validate them all first.
         rows = [build_row(builder.options, now) for builder in jobs]
@@ -482,11 +483,14 @@ def enqueue_many(
         else:
             _insert_rows(db, conn, rows)
         kept = [(r["id"], r["state"], r["queue"]) for r in rows]
+        queues = {queue for _, _, queue in kept}
     signal = local_signal(db)
-    for queue in {queue for _, _, queue in kept}:
+    for queue in queues:
         signal.wake(queue)
-    states = {state.value: state for state in JobState}
-    return [Inserted(id=id_, duplicate=False, state=states[state]) for id_, state, _ in kept]
+    return [
+        Inserted(id=id_, duplicate=False, state=JOB_STATES_BY_VALUE[state])
+        for id_, state, _ in kept
+    ]
 
 
 #: Rows from which a bulk insert on PostgreSQL streams with COPY instead of INSERT.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -42,7 +42,7 @@ from kickside_engine.store.database import Database
 from kickside_engine.store.outcomes import UnnestSettle
 from kickside_engine.store.rows import job_from_driver_row, job_from_row
 from kickside_engine.store.tables import Tables, state_literal
-from kickside_engine.store.types import UTCDateTime
+from kickside_engine.store.types import UTCDateTime, as_utc
 
 DEFAULT_LEASE = timedelta(seconds=30)
 
@@ -108,9 +108,7 @@ def claim_jobs(
     """
     if limit <= 0 and settle is None:
         return []
-    if now.tzinfo is None:
-        raise ValueError(f"naive datetime {now!r}: Kickside stores timezone-aware UTC")
-    now = now.astimezone(UTC)
+    now = as_utc(now)  # what UTCDateTime would send: the PostgreSQL claim bypasses it
     expires = now + lease
     params = {
         "p_queue": queue,

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row
 
-from kickside_engine.models import Job, JobError, JobKind, JobState, Run, RunOutcome
+from kickside_engine.models import (
+    JOB_FIELDS,
+    JOB_KINDS_BY_VALUE,
+    JOB_STATES_BY_VALUE,
+    Job,
+    JobError,
+    JobKind,
+    JobState,
+    Run,
+    RunOutcome,
+    job_from_values,
+)
 
 
 def job_from_row(row: Row[Any] | Any) -> Job:
@@ -53,11 +63,8 @@ def job_from_row(row: Row[Any] | Any) -> Job:
     )
 
 
-_JOB_FIELDS = tuple(f.name for f in fields(Job))
-_KINDS = {kind.value: kind for kind in JobKind}
-_STATES = {state.value: state for state in JobState}
-_INSTANTS = tuple(i for i, name in enumerate(_JOB_FIELDS) if name.endswith("_at"))
-_KIND, _STATE, _ERRORS = (_JOB_FIELDS.index(name) for name in ("kind", "state", "errors"))
+_INSTANTS = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
+_KIND, _STATE, _ERRORS = (JOB_FIELDS.index(name) for name in ("kind", "state", "errors"))
 
 
 def job_from_driver_row(values: Sequence[Any]) -> Job:
@@ -65,16 +72,13 @@ def job_from_driver_row(values: Sequence[Any]) -> Job:
     psycopg loads it (no SQLAlchemy result processing: for a claim of dozens of jobs that cost
     the pool's turn about as much as the rest of its client work)."""
     v = list(values)
-    v[_KIND] = _KINDS[v[_KIND]]
-    v[_STATE] = _STATES[v[_STATE]]
+    v[_KIND] = JOB_KINDS_BY_VALUE[v[_KIND]]
+    v[_STATE] = JOB_STATES_BY_VALUE[v[_STATE]]
     for i in _INSTANTS:
         if v[i] is not None:
             v[i] = v[i].astimezone(UTC)  # psycopg gives the session's time zone
     v[_ERRORS] = [_error(e) for e in v[_ERRORS]]
-    # What unpickling does too: fill the frozen dataclass without its __init__.
-    job = object.__new__(Job)
-    job.__dict__.update(zip(_JOB_FIELDS, v, strict=True))
-    return job
+    return job_from_values(v)
 
 
 def _error(entry: dict[str, Any]) -> JobError:

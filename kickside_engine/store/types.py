@@ -9,6 +9,14 @@ from sqlalchemy import JSON, DateTime, Dialect, TypeDecorator
 from sqlalchemy.dialects.postgresql import JSONB
 
 
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC; a naive datetime is refused (``ValueError``): every timestamp comes
+    from the application clock in UTC."""
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: Kickside stores timezone-aware UTC")
+    return value.astimezone(UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timezone-aware UTC timestamp.
 
@@ -23,9 +31,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: Kickside stores timezone-aware UTC")
-        value = value.astimezone(UTC)
+        value = as_utc(value)
         if dialect.name == "sqlite":
             return value.replace(tzinfo=None)
         return value
