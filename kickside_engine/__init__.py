@@ -40,6 +40,7 @@ from kickside_engine.models import (
 )
 from kickside_engine.outcomes import Cancel, Discard, Done, Outcome, RetryAfter, Snooze
 from kickside_engine.slots import (
+    PurgeResult,
     SlotInfo,
     WakeKey,
     WakeMultiResult,
@@ -81,6 +82,7 @@ __all__ = [
     "NotFoundError",
     "Outcome",
     "PermissionDeniedError",
+    "PurgeResult",
     "RetryAfter",
     "Run",
     "RunOutcome",

@@ -12,6 +12,10 @@ raises a :class:`ConflictError` whose ``details`` say how to continue:
 - ``{"cleanup_pending": True, "wait_for": "run_history_settlement", ...}``: an unsettled run
   remains although no lease is live; call again once the Lifeline has settled it.
 
+The call that finishes returns a :class:`PurgeResult`: an ``int`` (1 removed, 0 no such slot,
+as before) that also carries ``runs_deleted``, the settled runs that call deleted with the row.
+Summing ``runs_deleted`` over every call (pending and final) gives the history the purge removed.
+
 Running leases and unsettled history are never deleted.
 """
 
@@ -34,6 +38,30 @@ from kickside_engine.text import require_text
 RUNS_PER_CALL = 100
 
 
+class PurgeResult(int):
+    """A finished purge call: 1 when the slot row was removed, 0 when no slot had the identity.
+
+    An ``int`` so that callers comparing the result with 1 or 0 keep working; ``runs_deleted``
+    counts the settled runs this call deleted along with the row (at most
+    :data:`RUNS_PER_CALL`; 0 when the slot was absent).
+    """
+
+    runs_deleted: int
+
+    def __new__(cls, removed: bool | int, runs_deleted: int = 0) -> PurgeResult:
+        result = super().__new__(cls, 1 if removed else 0)
+        result.runs_deleted = runs_deleted
+        return result
+
+    @property
+    def removed(self) -> bool:
+        """True when this call removed the slot row."""
+        return bool(self)
+
+    def __repr__(self) -> str:
+        return f"PurgeResult(removed={self.removed}, runs_deleted={self.runs_deleted})"
+
+
 @dataclass(frozen=True)
 class _Pending:
     message: str
@@ -54,15 +82,16 @@ def purge_slot(
     key: str,
     now: datetime | None = None,
     actor: Actor | None = None,
-) -> int:
+) -> PurgeResult:
     """Remove the slot with this exact identity and its settled run history.
 
     With ``actor``, each call that changed something leaves an audit row in its transaction.
 
-    Returns 1 when the slot row was removed, 0 when no slot has this identity (a one-shot job
-    holding it is not a slot and is left alone). Raises :class:`ConflictError` with
-    ``details["cleanup_pending"]`` while work remains (see the module docstring); its exit code
-    is 4 (retryable).
+    Returns a :class:`PurgeResult`, equal to 1 when the slot row was removed and 0 when no slot
+    has this identity (a one-shot job holding it is not a slot and is left alone); its
+    ``runs_deleted`` counts the settled runs this final call deleted. Raises
+    :class:`ConflictError` with ``details["cleanup_pending"]`` while work remains (see the module
+    docstring); its exit code is 4 (retryable).
     """
     identity = (
         _required(namespace, "namespace"),
@@ -73,7 +102,11 @@ def purge_slot(
     with db.begin() as conn:
         outcome = _purge_page(db, conn, identity, now)
         if actor is not None:
-            details = outcome.details if isinstance(outcome, _Pending) else {"removed": outcome}
+            details = (
+                outcome.details
+                if isinstance(outcome, _Pending)
+                else {"removed": int(outcome), "runs_deleted": outcome.runs_deleted}
+            )
             record_audit(
                 conn, db, actor, "purge_slot", "slot", "/".join(identity), dict(details), now
             )
@@ -84,7 +117,7 @@ def purge_slot(
 
 def _purge_page(
     db: Database, conn: Connection, identity: tuple[str, str, str], now: datetime
-) -> int | _Pending:
+) -> PurgeResult | _Pending:
     job = db.tables.job
     run = db.tables.job_run
     stmt = select(job.c.id, job.c.state, job.c.lease_token, job.c.lease_expires_at).where(
@@ -97,7 +130,7 @@ def _purge_page(
         stmt = stmt.with_for_update()
     slot = conn.execute(stmt).one_or_none()
     if slot is None:
-        return 0
+        return PurgeResult(False)
     job_id: uuid.UUID = slot.id
     settled = run.c.job_id == job_id, run.c.finished_at.is_not(None)
     page = list(
@@ -131,4 +164,4 @@ def _purge_page(
             {**base, "wait_for": "run_history_settlement"},
         )
     conn.execute(delete(job).where(job.c.id == job_id))
-    return 1
+    return PurgeResult(True, runs_deleted=len(page))

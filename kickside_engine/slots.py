@@ -23,7 +23,7 @@ from kickside_engine.enqueue import JobBuilder, build_row
 from kickside_engine.errors import ConflictError, InvalidArgumentError, NotFoundError
 from kickside_engine.models import FINAL_STATES, Inserted, Job, JobKind, JobState, RunOutcome
 from kickside_engine.notify import local_signal, notify_in_transaction
-from kickside_engine.purge import RUNS_PER_CALL, purge_slot
+from kickside_engine.purge import RUNS_PER_CALL, PurgeResult, purge_slot
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.text import require_text
@@ -41,6 +41,7 @@ from kickside_engine.wake import (
 
 __all__ = [
     "RUNS_PER_CALL",
+    "PurgeResult",
     "SlotInfo",
     "WakeKey",
     "WakeMultiResult",

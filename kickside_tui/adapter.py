@@ -163,7 +163,11 @@ class OpsData:
 
 @dataclass(frozen=True)
 class PurgeStep:
-    """One call of a slot purge: removed, or how the continuation must proceed."""
+    """One call of a slot purge: removed, or how the continuation must proceed.
+
+    ``runs_deleted`` counts the settled runs this call deleted, the final call's too, so the sum
+    over the calls is the history the purge removed.
+    """
 
     runs_deleted: int
     removed: bool = False
@@ -412,7 +416,7 @@ class Adapter:
         """One page of a slot purge; the caller repeats until :attr:`PurgeStep.finished`."""
         self._check_writable("purge")
         try:
-            removed = purge_slot(
+            result = purge_slot(
                 self.db, namespace=slot.namespace, scope=slot.scope, key=slot.key, now=now,
                 actor=self.actor,
             )
@@ -425,8 +429,10 @@ class Adapter:
                 wait_for=exc.details.get("wait_for"),
                 message=str(exc),
             )
-        if removed:
-            return PurgeStep(0, removed=True, message=f"slot {_identity(slot)} removed")
+        if result.removed:
+            return PurgeStep(
+                result.runs_deleted, removed=True, message=f"slot {_identity(slot)} removed"
+            )
         return PurgeStep(0, absent=True, message=f"no slot {_identity(slot)} (already gone)")
 
     def pause_queue(self, name: str, now: datetime) -> QueueInfo:

@@ -3,23 +3,20 @@
 By default one call of the engine's purge (at most 100 runs): a conflict exits 4 with its
 details (how to continue). ``--until-done`` follows the continuation contract itself: it calls
 again at once on ``needs_continue``, waits (polling, with a spinner) on ``wait_for``, and gives
-up with exit 4 when it would still be waiting ``--timeout`` seconds after it started.
+up with exit 4 when it would still be waiting ``--timeout`` seconds after it started. Output
+(``runs_deleted``) counts the settled runs deleted: by the one call, or by all of them.
 """
 
 from __future__ import annotations
 
 import math
 import time
-import uuid
 from typing import Annotated, Any
 
 import typer
 
 from kickside_engine import ConflictError, Database, InvalidArgumentError
-from kickside_engine.control import list_runs
-from kickside_engine.purge import RUNS_PER_CALL
 from kickside_engine.purge import purge_slot as engine_purge_slot
-from kickside_engine.slots import list_slots
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
 from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes
@@ -27,8 +24,6 @@ from kickside_tui.cli.options import JsonOption, YesOption
 
 #: How often --until-done looks again while the slot waits for a lease or a settlement.
 POLL_SECONDS = 0.5
-#: Slots of one namespace and scope searched for the purged slot's id (to count its runs).
-SLOT_LOOKUP_LIMIT = 10_000
 
 
 def wait(seconds: float) -> None:
@@ -47,50 +42,30 @@ def _continuation(exc: ConflictError) -> dict[str, Any]:
     return exc.details
 
 
-def _slot_id(db: Database, namespace: str, scope: str, key: str) -> uuid.UUID | None:
-    for info in list_slots(db, namespace=namespace, scope=scope, limit=SLOT_LOOKUP_LIMIT):
-        if info.key == key:
-            return info.job_id
-    return None
-
-
-def _settled_runs(db: Database, job_id: uuid.UUID) -> int:
-    return sum(1 for run in list_runs(db, job_id) if run.settled)
-
-
 def _until_done(
     db: Database, namespace: str, scope: str, key: str, timeout: float
 ) -> tuple[int, int, int]:
     """Purge until the slot is gone; returns (removed, runs deleted, calls).
 
-    The engine reports the runs each pending page deleted, but not those of the final page
-    (it returns 1), so the settled runs left are counted from the run history whenever the
-    next page may be the last: once at the start and when at most a page remains.
+    Every call reports the settled runs it deleted: a pending one in its conflict's details,
+    the final one in its :class:`~kickside_engine.purge.PurgeResult`.
     """
     deadline = time.monotonic() + timeout
     name = _identity(namespace, scope, key)
-    job_id = _slot_id(db, namespace, scope, key)
-    left: int | None = None  # settled runs not yet deleted, when known
     runs = calls = 0
     with output.progress(f"purging {name}") as tracker:
         while True:
-            if job_id is not None and (left is None or left <= RUNS_PER_CALL):
-                left = _settled_runs(db, job_id)
             calls += 1
             try:
-                removed = engine_purge_slot(
+                result = engine_purge_slot(
                     db, namespace=namespace, scope=scope, key=key, now=now(), actor=actor()
                 )
             except ConflictError as exc:
                 details = _continuation(exc)
-                deleted = int(details.get("runs_deleted", 0))
-                runs += deleted
-                job_id = job_id or uuid.UUID(str(details["job_id"]))
+                runs += int(details.get("runs_deleted", 0))
                 tracker.update(completed=runs, description=f"purging {name}: {runs} runs deleted")
                 if details.get("needs_continue"):
-                    left = left - deleted if left is not None else None
                     continue
-                left = None  # every settled run is gone; the ones settling next are few
                 wait_for = details.get("wait_for", "settlement")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -104,11 +79,10 @@ def _until_done(
                 )
                 wait(min(POLL_SECONDS, remaining))
                 continue
-            if removed:
-                runs += left or 0
+            runs += result.runs_deleted
             tracker.update(completed=runs, total=runs or 1,
                            description=f"purged {name}: {runs} runs deleted")
-            return removed, runs, calls
+            return int(result), runs, calls
 
 
 @handles_errors
@@ -146,17 +120,16 @@ def purge_slot(
             removed, runs, calls = _until_done(db, namespace, scope, key, max(timeout, 0.0))
             details = {"removed": removed, "runs_deleted": runs, "calls": calls}
         else:
-            removed = engine_purge_slot(
+            result = engine_purge_slot(
                 db, namespace=namespace, scope=scope, key=key, now=now(), actor=actor()
             )
-            details = {"removed": removed, "calls": 1}
+            removed = int(result)
+            details = {"removed": removed, "runs_deleted": result.runs_deleted, "calls": 1}
     except ConflictError:
         raise  # each call left its audit row, in its own transaction
     if as_json:
         output.emit_json({"namespace": namespace, "scope": scope, "key": key, **details})
     elif not removed:
         output.plain(f"no slot {name}: nothing to purge")
-    elif until_done:
-        output.plain(f"purged slot {name}: {details['runs_deleted']} runs deleted")
     else:
-        output.plain(f"purged slot {name}")
+        output.plain(f"purged slot {name}: {details['runs_deleted']} runs deleted")

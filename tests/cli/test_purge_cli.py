@@ -68,8 +68,9 @@ def test_one_call_by_default_exits_4_with_how_to_continue(db: Database, target: 
     assert "more remain" in result.stderr and result.stderr.count("\n") == 1
     done = cli(target, "purge-slot", *IDENTITY, "--yes", "--json")
     assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout) == {
-        "namespace": "app.sync", "scope": "tenant:1", "key": "k1", "removed": 1, "calls": 1,
+    assert json.loads(done.stdout) == {  # the second call deleted the last 50 runs
+        "namespace": "app.sync", "scope": "tenant:1", "key": "k1", "removed": 1,
+        "runs_deleted": 50, "calls": 1,
     }
     assert get_job(db, job_id) is None
 
@@ -88,8 +89,20 @@ def test_until_done_purges_more_than_250_settled_runs(db: Database, target: Targ
     entries = list_audit(db, action="purge_slot").entries  # one per call, newest first
     assert len(entries) == 3
     assert {e.target for e in entries} == {"app.sync/tenant:1/k1"}
-    assert entries[0].details == {"removed": 1}
+    assert entries[0].details == {"removed": 1, "runs_deleted": 63}
     assert [e.details["runs_deleted"] for e in entries[1:]] == [100, 100]
+
+
+def test_one_call_that_removes_the_slot_says_how_many_runs_went(
+    db: Database, target: Target
+) -> None:
+    job_id = enroll(db)
+    run_once(db)
+    add_settled_runs(db, job_id, 6)
+    result = cli(target, "purge-slot", *IDENTITY, "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "purged slot app.sync/tenant:1/k1: 7 runs deleted\n"
+    assert get_job(db, job_id) is None and list_runs(db, job_id) == []
 
 
 def test_until_done_waits_for_the_lease_then_finishes(

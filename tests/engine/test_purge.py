@@ -4,6 +4,7 @@ settled runs, a continuation contract while work remains, and nothing running ev
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,12 +25,14 @@ from kickside_engine import (
     get_job,
 )
 from kickside_engine.clock import utcnow
-from kickside_engine.purge import RUNS_PER_CALL
+from kickside_engine.control import Actor, list_audit
+from kickside_engine.purge import RUNS_PER_CALL, PurgeResult
 from kickside_engine.slots import purge_slot
 from kickside_engine.store.outcomes import settle_open_run
 
 NS, SCOPE = "app.sync", "tenant:1"
 IDENTITY: dict[str, Any] = {"namespace": NS, "scope": SCOPE, "key": "k1"}
+ME = Actor("tester", "testhost")
 
 
 def enroll(db: Database, key: str = "k1") -> uuid.UUID:
@@ -69,7 +72,7 @@ def run_ids(db: Database, job_id: uuid.UUID) -> list[int]:
         )
 
 
-def purge(db: Database, *, now: datetime | None = None) -> int:
+def purge(db: Database, *, now: datetime | None = None) -> PurgeResult:
     return purge_slot(db, namespace=NS, scope=SCOPE, key="k1", now=now)
 
 
@@ -93,9 +96,25 @@ def test_a_slot_with_250_settled_runs_is_purged_in_three_calls(db: Database) -> 
     }
     assert run_ids(db, job_id) == ids[100:]  # oldest first, and the page is committed
     assert purge_conflict(db)["runs_deleted"] == 100
-    assert purge(db) == 1
+    last = purge(db)
+    assert last == 1 and last.removed and last.runs_deleted == 50  # the final page counts too
     assert get_job(db, job_id) is None and run_ids(db, job_id) == []
-    assert purge(db) == 0
+    gone = purge(db)
+    assert gone == 0 and not gone.removed and gone.runs_deleted == 0
+
+
+def test_the_final_call_reports_its_runs_and_audits_them(db: Database) -> None:
+    job_id = enroll(db)
+    add_settled_runs(db, job_id, RUNS_PER_CALL + 5)
+    with pytest.raises(ConflictError) as pending:
+        purge_slot(db, **IDENTITY, actor=ME)
+    result = purge_slot(db, **IDENTITY, actor=ME)
+    assert isinstance(result, PurgeResult) and isinstance(result, int)
+    assert pending.value.details["runs_deleted"] + result.runs_deleted == RUNS_PER_CALL + 5
+    assert result == 1 and result.runs_deleted == 5 and json.dumps(result) == "1"
+    assert repr(result) == "PurgeResult(removed=True, runs_deleted=5)"
+    last = list_audit(db, action="purge_slot").entries[0]  # newest first
+    assert last.details == {"removed": 1, "runs_deleted": 5}
 
 
 def test_an_absent_slot_purges_to_zero(db: Database) -> None:
@@ -121,7 +140,8 @@ def test_a_running_slot_waits_for_its_lease_release(db: Database) -> None:
     assert len(run_ids(db, job_id)) == 1  # the running attempt's history is kept
     assert purge_conflict(db)["wait_for"] == "lease_release"
     assert complete(db, claimed)
-    assert purge(db) == 1
+    done = purge(db)
+    assert done == 1 and done.runs_deleted == 1  # the attempt that was running, now settled
     assert get_job(db, job_id) is None
 
 

@@ -10,7 +10,14 @@ from typing import Any
 from textual.widgets import DataTable, Input, Static
 
 from kickside_engine import Database, JobBuilder, JobState, claim, get_job, record
-from kickside_engine.control import Actor, JobFilter, count_jobs, list_audit, list_queues
+from kickside_engine.control import (
+    Actor,
+    JobFilter,
+    count_jobs,
+    list_audit,
+    list_queues,
+    list_runs,
+)
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.slots import RUNS_PER_CALL, enqueue_slot, wake_job
 from kickside_tui.app import KicksideApp
@@ -254,11 +261,14 @@ def test_purge_shows_the_continuation_page_by_page(db: Database) -> None:
             assert isinstance(purge, PurgeScreen)
             await wait_until(pilot, lambda: purge.finished, "the purge")
             assert purge.removed and purge.calls == 2
-            # The first page is reported as it goes; the last call deletes the rest with the row.
-            assert purge.deleted == RUNS_PER_CALL
-            assert "removed" in plain(purge.query_one("#progress", Static).content)
+            # A full page first, then the last call deletes the other 5 runs with the row: the
+            # dialog adds both, so it shows every run that went.
+            assert purge.deleted == runs
+            shown = plain(purge.query_one("#progress", Static).content)
+            assert f"runs deleted: {runs}\n" in shown and "calls: 2" in shown
+            assert "removed" in shown
             await pilot.press("escape")
             await settle(pilot)
-            assert get_job(db, job_id) is None
+            assert get_job(db, job_id) is None and list_runs(db, job_id) == []
 
     asyncio.run(scenario())
