@@ -1,6 +1,7 @@
-"""The soak: ``python -m bench.soak [--jobs 100000] [--pools 2] [--minutes 60]``.
+"""The soak: ``python -m bench.soak [--jobs 500000] [--pools 2] [--minutes 60]``.
 
-At least 100,000 no-op jobs through ``--pools`` pool processes on PostgreSQL, with the dashboard
+At least 100,000 no-op jobs through ``--pools`` pool processes on PostgreSQL, in a throwaway
+database of its own (:func:`bench.targets.postgresql_database_target`), with the dashboard
 attached (the real Textual app, headless, cycling through every view) and the Pruner keeping
 ``--retention-seconds`` of history. A feeder keeps a backlog of up to ``--backlog`` jobs waiting;
 every ``--sample-seconds`` the soak samples the throughput of the interval, the RSS of each pool
@@ -31,7 +32,7 @@ import sqlalchemy as sa
 
 from bench import machine
 from bench.soak_report import header_line, sample_line, verdict, verdict_lines
-from bench.targets import DEFAULT_POSTGRES_URL, Target, postgresql_target
+from bench.targets import DEFAULT_POSTGRES_URL, Target, postgresql_database_target
 from kickside_engine import Database, JobBuilder, enqueue_many
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,13 @@ UNFINISHED = ("available", "scheduled", "executing", "retryable")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see ``--help``)."""
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
-    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=500_000,
+        help="jobs to run (the issue asks for at least 100,000; two pools finish those in under "
+        "half a minute, too short to judge a trend, so the default is five times that)",
+    )
     parser.add_argument("--pools", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=10, help="executors per pool")
     parser.add_argument("--minutes", type=float, default=60.0, help="stop after this long")
@@ -52,14 +59,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--retention-seconds",
         type=float,
-        default=15.0,
-        help="the Pruner deletes finished jobs older than this",
+        default=5.0,
+        help="the Pruner deletes finished jobs older than this (the table verdict needs the "
+        "saturated phase to last three retention periods)",
     )
     parser.add_argument(
         "--backlog",
         type=int,
-        default=5_000,
-        help="the feeder keeps between half this and this many jobs waiting",
+        default=20_000,
+        help="the feeder keeps between half this and this many jobs waiting (enough that the "
+        "pools never run dry between two of its rounds)",
     )
     parser.add_argument(
         "--refresh-seconds", type=float, default=1.0, help="the dashboard's refresh interval"
@@ -75,7 +84,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=os.environ.get(URL_ENV, DEFAULT_POSTGRES_URL),
         help=f"the PostgreSQL server (env {URL_ENV})",
     )
-    parser.add_argument("--schema", help="the throwaway schema (default bench_<UTC>), dropped")
+    parser.add_argument(
+        "--schema",
+        help="the name of the throwaway database and of the schema in it (default "
+        "bench_<UTC>), both dropped at the end",
+    )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--strict", action="store_true", help="exit 1 unless the verdict is good")
     args = parser.parse_args(argv)
@@ -359,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
-    with postgresql_target(args.database_url, args.schema) as target:
+    with postgresql_database_target(args.database_url, args.schema) as target:
         db = target.open()
         record["warnings"] = server_warnings(db)
         for warning in record["warnings"]:

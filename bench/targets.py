@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 from kickside_engine import Database, migrate
 
@@ -101,6 +101,29 @@ def postgresql_target(url: str, schema: str | None = None) -> Iterator[Target]:
         yield target
     finally:
         drop_schema(url, name)
+
+
+@contextlib.contextmanager
+def postgresql_database_target(url: str, schema: str | None = None) -> Iterator[Target]:
+    """A migrated schema in a database of its own on the server at ``url``, dropped on exit.
+
+    Vacuum cannot remove a dead row that a transaction open anywhere in the same database might
+    still see, so a long test or an idle-in-transaction session sharing the database holds the
+    run's dead rows in place and its throughput decays for reasons not its own. Other
+    databases' transactions do not hold back this one's vacuum.
+    """
+    name = check_schema_name(schema or schema_name())
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        own_url = make_url(url).set(database=name).render_as_string(hide_password=False)
+        with postgresql_target(own_url, name) as target:
+            yield target
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 @contextlib.contextmanager
