@@ -4,7 +4,8 @@ Every change the engine makes keeps a job's columns and its run history in step:
 ``executing`` only under a lease with exactly one open run, a final job carries its final
 timestamps, a run is open only while its lease is held. Most of this is also guarded by CHECK
 constraints; the rest spans two tables or two rows, so it is checked here. ``kickside doctor``
-runs these checks, and the fault and bad-input test suites run them after every step.
+runs these checks; the property suites run them after every step, and the fault suites (crash
+chaos, database outage, SQLite contention, paused lease) once their pools have stopped.
 """
 
 from __future__ import annotations

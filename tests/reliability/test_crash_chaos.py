@@ -1,8 +1,8 @@
 """Crash chaos: four pools work through a backlog while one of them is killed -9 again and again.
 
-Every job must complete, none may run on two executors at once, and every execution beyond one
-per job must be an attempt that a kill interrupted. The size scales by environment; the full
-size is::
+Every job must complete, none may run on two executors at once, every execution beyond one per
+job must be an attempt that a kill interrupted, and the consistency checks find nothing at the
+end. The size scales by environment; the full size is::
 
     KICKSIDE_CHAOS_JOBS=10000 KICKSIDE_CHAOS_KILLS=8 \
         .venv/bin/pytest tests/reliability/test_crash_chaos.py
@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from kickside_engine import Database, JobBuilder, enqueue_many
+from kickside_engine.consistency import find_inconsistencies
 
 from ..conftest import Target
 from ..support.execlog import Execution, overlapping, read_executions
@@ -141,6 +142,7 @@ def test_kill_9_chaos_loses_nothing_and_never_runs_a_job_twice_at_once(
     # Interrupted runs belong to killed nodes only, and there were some: the kills hit work.
     interrupted = [r for j in jobs.values() for r in j.runs if r.outcome in INTERRUPTED]
     assert interrupted and all(r.node in pools.killed_nodes for r in interrupted), tag
+    assert find_inconsistencies(pg_db) == [], tag
     print(
         f"chaos: {JOBS} jobs, {KILLS} kills, {len(interrupted)} interrupted runs, "
         f"{len(extra)} extra executions"

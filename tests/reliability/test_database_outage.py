@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from kickside_engine import Database, JobBuilder, enqueue_many
 from kickside_engine.clock import utcnow
+from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.chrome import Banner
@@ -122,6 +123,7 @@ def test_pools_ride_out_an_outage_longer_than_the_lease_and_record_nothing_twice
         for extra in runs[:-1]:  # re-runs only of attempts A ran and could not record
             assert extra.ppid == a.pid, job_id
             assert jobs[job_id].runs[extra.attempt - 1].outcome == "rescued", job_id
+    assert find_inconsistencies(pg_db) == []
 
 
 def _ran_after(log: Path, ppid: int, after_ns: int) -> bool:
@@ -199,3 +201,4 @@ def test_a_pool_cut_off_past_its_lease_stops_the_job_before_another_runs_it(
         codes = [stop(a), *([stop(b)] if b is not None else [])]
         proxy.close()
     assert all(code == 0 for code in codes)
+    assert find_inconsistencies(pg_db) == []

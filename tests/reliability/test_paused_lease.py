@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
+from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.control import list_runs
 
 from ..conftest import Target
@@ -92,3 +93,4 @@ def test_a_paused_pools_late_outcome_is_never_recorded_after_a_rescue(
     assert [e.attempt for e in executions] == [1, 2]
     assert executions[0].ppid == paused.pid
     assert get_job(db, after.id).attempt == 1  # type: ignore[union-attr]
+    assert find_inconsistencies(db) == []

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kickside_engine import connect_database, migrate
+from kickside_engine.consistency import find_inconsistencies
 
 from ..support.execlog import overlapping, read_executions
 from ..support.history import history_problems, load_history, node_loaded, state_counts
@@ -101,7 +102,9 @@ def test_enqueuers_and_pools_on_one_sqlite_file_never_see_locked_and_lose_nothin
             assert bad not in text, f"{bad.strip()!r} in the {name} pool's log"
 
     jobs = load_history(db)
+    inconsistencies = find_inconsistencies(db)
     db.dispose()
+    assert inconsistencies == []
     assert len(jobs) == total
     assert history_problems(jobs) == []
     assert all(len(job.runs) == 1 for job in jobs.values()), "a job ran more than once"
