@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from ..support.execlog import overlapping, read_executions
-from ..support.history import JobHistory, RunRow, history_problems
+from ..support.history import JobHistory, RunRow, history_problems, overlapping_runs
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def _log(path: Path, *lines: str) -> Path:
@@ -66,3 +69,34 @@ def test_history_problems(runs: list[tuple[str | None]], attempt: int, problem: 
         assert found == []
     else:
         assert found and any(problem in p for p in found), found
+
+
+def _span(attempt: int, start_ms: int, end_ms: int | None, node: str = "n") -> RunRow:
+    end = T0 + timedelta(milliseconds=end_ms) if end_ms is not None else None
+    outcome = None if end is None else "completed"
+    return RunRow(
+        attempt, node, outcome, end is not None, T0 + timedelta(milliseconds=start_ms), end
+    )
+
+
+@pytest.mark.parametrize(
+    ("spans", "problem"),
+    [
+        ([(1, 0, 100), (2, 100, 200)], None),  # back to back: the rescue instant, then a claim
+        ([(1, 0, 100), (2, 250, None)], None),  # the last run may still be open
+        ([(1, 0, 100), (2, 60, 200)], "started 40.0 ms before attempt 1"),
+        ([(2, 60, 200), (1, 0, 100)], "started 40.0 ms before attempt 1"),  # in start order
+        ([(1, 0, None), (2, 250, 300)], "was still open"),
+        ([(1, 0, 100), (2, 150, 400), (3, 300, 500)], "attempt 3 on n started 100.0 ms"),
+    ],
+)
+def test_overlapping_runs_in_the_run_history(
+    spans: list[tuple[int, int, int | None]], problem: str | None
+) -> None:
+    job = JobHistory("job-a", "completed", len(spans), None)
+    job.runs = [_span(*s) for s in spans]
+    found = overlapping_runs({"job-a": job})
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and problem in found[0], found

@@ -1,8 +1,9 @@
 """Crash chaos: four pools work through a backlog while one of them is killed -9 again and again.
 
-Every job must complete, none may run on two executors at once, every execution beyond one per
-job must be an attempt that a kill interrupted, and the consistency checks find nothing at the
-end. The size scales by environment; the full size is::
+Every job must complete, none may run on two executors at once (checked twice: from the
+executors' own records and from the run history's ``started_at``/``finished_at``), every
+execution beyond one per job must be an attempt that a kill interrupted, and the consistency
+checks find nothing at the end. The size scales by environment; the full size is::
 
     KICKSIDE_CHAOS_JOBS=10000 KICKSIDE_CHAOS_KILLS=8 \
         .venv/bin/pytest tests/reliability/test_crash_chaos.py
@@ -27,7 +28,13 @@ from kickside_engine.consistency import find_inconsistencies
 
 from ..conftest import Target
 from ..support.execlog import Execution, overlapping, read_executions
-from ..support.history import INTERRUPTED, history_problems, load_history, state_counts
+from ..support.history import (
+    INTERRUPTED,
+    history_problems,
+    load_history,
+    overlapping_runs,
+    state_counts,
+)
 from ..support.processes import start_worker, stop, wait_for
 from ..support.procfs import alive, process_tree
 
@@ -122,6 +129,7 @@ def test_kill_9_chaos_loses_nothing_and_never_runs_a_job_twice_at_once(
     jobs = load_history(pg_db)
     assert len(jobs) == JOBS, tag
     assert history_problems(jobs) == [], tag
+    assert overlapping_runs(jobs) == [], tag
     executions = read_executions(log)
     assert overlapping(executions, pools.killed) == [], tag
     killed_pids = set(pools.killed)

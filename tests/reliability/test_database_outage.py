@@ -32,6 +32,7 @@ from ..support.history import (
     history_problems,
     load_history,
     node_loaded,
+    overlapping_runs,
     state_counts,
 )
 from ..support.pg_backends import terminate_backends
@@ -110,6 +111,7 @@ def test_pools_ride_out_an_outage_longer_than_the_lease_and_record_nothing_twice
     assert rescue_expired(pg_db, utcnow()).job_ids == []  # nothing left executing
     jobs = load_history(pg_db)
     assert history_problems(jobs) == []
+    assert overlapping_runs(jobs) == []
     interrupted = [r for j in jobs.values() for r in j.runs if r.outcome in INTERRUPTED]
     assert interrupted, "pool A held leases when it was cut off: the Lifeline rescued them"
     assert {r.node for r in interrupted} == {"pool-a"}

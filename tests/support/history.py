@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import sqlalchemy as sa
 
@@ -21,6 +23,8 @@ class RunRow:
     node: str
     outcome: str | None
     settled: bool
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 @dataclass
@@ -68,11 +72,23 @@ def load_history(db: Database) -> dict[str, JobHistory]:
         }
         for r in conn.execute(
             sa.select(
-                run.c.job_id, run.c.attempt, run.c.node, run.c.outcome, run.c.finished_at
+                run.c.job_id,
+                run.c.attempt,
+                run.c.node,
+                run.c.outcome,
+                run.c.started_at,
+                run.c.finished_at,
             ).order_by(run.c.job_id, run.c.attempt, run.c.id)
         ):
             jobs[str(r.job_id)].runs.append(
-                RunRow(r.attempt, r.node, r.outcome, r.finished_at is not None)
+                RunRow(
+                    r.attempt,
+                    r.node,
+                    r.outcome,
+                    r.finished_at is not None,
+                    r.started_at,
+                    r.finished_at,
+                )
             )
     return jobs
 
@@ -97,6 +113,35 @@ def history_problems(jobs: dict[str, JobHistory]) -> list[str]:
             problems.append(f"{where}: outcomes {[r.outcome for r in job.runs]}")
         if any(r.outcome not in INTERRUPTED for r in job.runs[:-1]):
             problems.append(f"{where}: an earlier run neither rescued nor crashed")
+    return problems
+
+
+def overlapping_runs(jobs: dict[str, JobHistory]) -> list[str]:
+    """Descriptions of every pair of one job's runs whose recorded spans overlap.
+
+    The run history's own account of "never on two executors at once": each run, in the
+    order it started, began no earlier than the one before it finished (a rescue settles the
+    old run at the instant it makes the job claimable again, and a claim stamps ``started_at``
+    with a time at or after that). A run that never finished may only be the job's last.
+    """
+    problems: list[str] = []
+    for job in jobs.values():
+        runs = sorted(job.runs, key=lambda r: (r.started_at is None, r.started_at, r.attempt))
+        for earlier, later in itertools.pairwise(runs):
+            where = f"job {job.id}: attempt {later.attempt} on {later.node}"
+            if earlier.started_at is None or later.started_at is None:
+                problems.append(f"job {job.id}: a run without started_at")
+            elif earlier.finished_at is None:
+                problems.append(
+                    f"{where} started while attempt {earlier.attempt} on {earlier.node} "
+                    "was still open"
+                )
+            elif later.started_at < earlier.finished_at:
+                gap = (earlier.finished_at - later.started_at).total_seconds() * 1000
+                problems.append(
+                    f"{where} started {gap:.1f} ms before attempt {earlier.attempt} "
+                    f"on {earlier.node} finished"
+                )
     return problems
 
 
