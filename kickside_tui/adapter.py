@@ -56,6 +56,7 @@ from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metr
 from kickside_engine.plugins.cron import CronEntryStatus, Recurring, cron_status
 from kickside_engine.search import SCAN_LIMIT, scan_jobs
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, purge_slot, wake_job
+from kickside_tui.demo.marker import filled_by_demo
 
 #: How far back the sparklines reach, one bucket a minute.
 SPARK_WINDOW = timedelta(minutes=30)
@@ -159,6 +160,8 @@ class OpsData:
     nodes: list[NodeInfo]
     cron: list[CronEntryStatus]
     schedule_loaded: bool
+    #: The entries are the demo's schedule, found because ``kickside demo`` filled the database.
+    demo_schedule: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,10 @@ class Adapter:
     clock: Callable[[], datetime] = utcnow
     actor: Actor = field(default_factory=Actor.current)
     schedule: Sequence[Recurring] = ()
+    #: With no ``schedule``, show the demo's when ``kickside demo`` filled the database
+    #: (``kickside-tui`` without ``--schedule``); the check runs at each read, so a demo started
+    #: after the dashboard, or a database that was away at start, is still found.
+    demo_schedule: bool = False
     #: Shown in the header instead of the database URL when set (screenshots use it).
     label: str | None = None
     #: Jobs one search query reads (a window); a search runs window after window.
@@ -361,12 +368,17 @@ class Adapter:
 
     def ops(self, now: datetime) -> OpsData:
         """Queues, nodes and the cron schedule's last and next runs."""
-        cron = cron_status(self.db, self.schedule, now) if self.schedule else []
+        schedule, demo = self.schedule, False
+        if not schedule and self.demo_schedule and filled_by_demo(self.db):
+            from kickside_tui.demo.workload import SCHEDULE  # the demo's workers load only here
+
+            schedule, demo = SCHEDULE, True
         return OpsData(
             queues=list_queues(self.db, now, exact=False),
             nodes=list_nodes(self.db, now),
-            cron=cron,
-            schedule_loaded=bool(self.schedule),
+            cron=cron_status(self.db, schedule, now) if schedule else [],
+            schedule_loaded=bool(schedule),
+            demo_schedule=demo,
         )
 
     def preview(self, action: str, flt: JobFilter) -> BulkPreview:

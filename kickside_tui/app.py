@@ -245,7 +245,7 @@ def run(
         str | None,
         typer.Option("--schedule", metavar="MODULE[:ATTRIBUTE]",
                      help="The app's cron schedule, for the Cron table (default attribute "
-                     "SCHEDULE)."),
+                     "SCHEDULE). Without it, a database `kickside demo` filled shows the demo's."),
     ] = None,
 ) -> None:
     """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health."""
@@ -258,7 +258,7 @@ def run(
         typer.echo(f"kickside-tui: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
     try:
-        adapter = Adapter(db, read_only=read_only, schedule=entries)
+        adapter = Adapter(db, read_only=read_only, schedule=entries, demo_schedule=not schedule)
         KicksideApp(adapter, refresh_seconds=refresh).run()
     finally:
         db.dispose()

@@ -14,6 +14,7 @@ from kickside_engine.control import Actor, pause_queue
 from kickside_engine.plugins.cron import Recurring
 from kickside_engine.runtime import PoolConfig, WorkerPool
 from kickside_engine.uniqueness import Unique
+from kickside_tui.demo import marker
 from kickside_tui.demo.workers import EXPORTS, registry
 
 APP = "kickside_tui.demo.workers"
@@ -40,9 +41,14 @@ def job(name: str, args: dict[str, object]) -> JobBuilder:
 
 
 def prepare(db: Database) -> None:
-    """Settings, a paused queue and the first slots: the state a live system would have."""
+    """Settings, a paused queue and the first slots: the state a live system would have.
+
+    It also marks the database as the demo's, so the dashboard shows the demo's cron schedule
+    without ``--schedule``.
+    """
     actor = Actor("demo", "kickside-demo")
     now = utcnow()
+    marker.mark(db, [entry.key for entry in SCHEDULE], actor, now)
     set_capacity(
         db, EXPORTS.settings_namespace, global_limit=2, per_key_limit=1, actor=actor, now=now
     )

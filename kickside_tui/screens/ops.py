@@ -119,9 +119,13 @@ class OpsScreen(ViewScreen):
                 ],
             ))
         refill(self.query_one("#cron", DataTable), cron_rows)
-        note = "" if data.schedule_loaded else (
-            "no cron schedule loaded: start kickside-tui with --schedule module:ATTRIBUTE"
-        )
+        if data.demo_schedule:
+            note = ("the demo's cron schedule (kickside demo filled this database); "
+                    "--schedule module:ATTRIBUTE shows another")
+        elif data.schedule_loaded:
+            note = ""
+        else:
+            note = "no cron schedule loaded: start kickside-tui with --schedule module:ATTRIBUTE"
         self.query_one("#cron-note", Static).update(Text(note, style="dim"))
 
     def _selected(self) -> QueueInfo | None:

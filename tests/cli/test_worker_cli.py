@@ -14,6 +14,7 @@ from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
 from kickside_engine.clock import utcnow
 from kickside_engine.control import list_queues
 from kickside_tui.cli.main import app
+from kickside_tui.demo.marker import filled_by_demo
 
 from ..conftest import Target
 from ..support.processes import ROOT, start_worker, stop, wait_for
@@ -76,3 +77,4 @@ def test_demo_runs_a_live_workload_then_stops(db: Database, target: Target) -> N
     billing = [q for q in list_queues(db, utcnow()) if q.name == "billing"]
     assert billing and billing[0].paused
     assert _nodes(db) == []  # the demo's pool deregistered
+    assert filled_by_demo(db)  # so kickside-tui shows the demo's cron entries without options

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable, Static
 from typer.testing import CliRunner
 
+from kickside_engine import Database, migrate
+from kickside_engine.clock import utcnow
+from kickside_engine.config import DATABASE_URL_ENV, HOME_ENV, SCHEMA_ENV
+from kickside_engine.plugins.cron import cron_tick
 from kickside_tui.app import KicksideApp, cli
+from kickside_tui.demo import workload
+from kickside_tui.screens.ops import OpsScreen
 
-from .fixtures import SCHEDULE
+from ..conftest import Target
+from .fixtures import SCHEDULE, plain, settle, wait_until
 
 
 @pytest.fixture
@@ -50,3 +59,77 @@ def test_bad_configuration_exits_with_a_message(
     assert result.exit_code == 2
     assert "not a list of Recurring entries" in result.output
     assert started == []
+
+
+def _configured_without_options(target: Target, monkeypatch: pytest.MonkeyPatch) -> Database:
+    """The environment an operator has: SQLite is the default file under KICKSIDE_HOME (the
+    one `kickside demo` fills), PostgreSQL comes from KICKSIDE_DATABASE_URL; no option given."""
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    monkeypatch.delenv(SCHEMA_ENV, raising=False)
+    if target.backend == "sqlite":
+        home = Path(target.url.removeprefix("sqlite:///")).parent
+        monkeypatch.setenv(HOME_ENV, str(home))
+    else:
+        monkeypatch.setenv(DATABASE_URL_ENV, target.url)
+        monkeypatch.setenv(SCHEMA_ENV, target.schema or "")
+    db = target.open()
+    migrate.upgrade(db)
+    return db
+
+
+def _cron_view(app: KicksideApp) -> tuple[list[list[str]], str]:
+    """The Cron table's rows and the note under it, once the Queues/nodes/cron view shows."""
+
+    async def scenario() -> tuple[list[list[str]], str]:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.press("7")
+            await wait_until(pilot, lambda: isinstance(app.screen, OpsScreen), "the ops view")
+            await settle(pilot)
+            screen = app.screen
+            table: DataTable[Any] = screen.query_one("#cron", DataTable)
+            rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+            return rows, plain(screen.query_one("#cron-note", Static).content).strip()
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        app.adapter.db.dispose()  # the CLI disposed it when (our stand-in for) run returned
+
+
+def test_with_no_options_a_demo_database_shows_the_demo_cron_entries(
+    started: list[KicksideApp], target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _configured_without_options(target, monkeypatch)
+    try:
+        workload.prepare(db)  # what `kickside demo` does first on the database it fills
+        (fired,) = cron_tick(db, workload.SCHEDULE, utcnow())
+    finally:
+        db.dispose()
+    result = CliRunner().invoke(cli, [])
+    assert result.exit_code == 0, result.output
+    (app,) = started
+    assert list(app.adapter.schedule) == []  # nothing was given: the database says it is the demo
+    if target.backend == "sqlite":  # the default file under KICKSIDE_HOME
+        assert target.url.removeprefix("sqlite:///") in app.adapter.describe()
+    rows, note = _cron_view(app)
+    assert [row[:2] for row in rows] == [["search_index_refresh", "* * * * *"]]
+    _, _, last_run, next_run, last_job, problem = rows[0]
+    assert last_run != "never" and next_run != "-" and problem == ""
+    assert last_job == str(fired.job_id)[-8:]
+    assert note.startswith("the demo's cron schedule (kickside demo filled this database)")
+
+
+def test_with_no_options_another_database_says_how_to_show_cron_entries(
+    started: list[KicksideApp], target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _configured_without_options(target, monkeypatch)
+    try:  # an application's history: cron ran, but its schedule lives in the app's code
+        cron_tick(db, SCHEDULE, utcnow().replace(minute=0, second=0, microsecond=0))
+    finally:
+        db.dispose()
+    result = CliRunner().invoke(cli, [])
+    assert result.exit_code == 0, result.output
+    (app,) = started
+    rows, note = _cron_view(app)
+    assert rows == []
+    assert note == "no cron schedule loaded: start kickside-tui with --schedule module:ATTRIBUTE"
