@@ -9,12 +9,13 @@ from typing import Any
 
 from textual.widgets import DataTable, Input, Static
 
-from kickside_engine import Database, JobBuilder, JobState, claim, get_job, record
+from kickside_engine import Database, JobBuilder, JobState, RunOutcome, claim, get_job, record
 from kickside_engine.control import (
     Actor,
     JobFilter,
     count_jobs,
     list_audit,
+    list_jobs,
     list_queues,
     list_runs,
 )
@@ -22,6 +23,8 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.slots import RUNS_PER_CALL, enqueue_slot, wake_job
 from kickside_tui.app import KicksideApp
 from kickside_tui.screens.confirm import ConfirmScreen
+from kickside_tui.screens.job_filter import FILTER_FIELDS
+from kickside_tui.screens.leases import LeasesScreen
 from kickside_tui.screens.purge import PurgeScreen
 
 from .fixtures import (
@@ -272,3 +275,176 @@ def test_purge_shows_the_continuation_page_by_page(db: Database) -> None:
             assert get_job(db, job_id) is None and list_runs(db, job_id) == []
 
     asyncio.run(scenario())
+
+
+def _ids(db: Database, flt: JobFilter) -> set[uuid.UUID]:
+    return {job.id for job in list_jobs(db, flt, limit=500).jobs}
+
+
+async def _type_filter(pilot: Any, **values: str) -> None:
+    """Type each filter into its input with the keyboard (f, then tab from field to field)."""
+    await pilot.press("f")
+    for field in FILTER_FIELDS:
+        if field != FILTER_FIELDS[0]:
+            await pilot.press("tab")
+        await pilot.press(*values.get(field, ""))
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+def _question(app: KicksideApp) -> str:
+    return plain(app.screen.query_one("#question", Static).content)
+
+
+def test_bulk_retry_over_the_filter_shows_the_dry_run_count_then_retries(db: Database) -> None:
+    build_demo_data(db)
+    failed_mail = JobFilter(states=(JobState.DISCARDED,), queues=("mailers",))
+    targets = _ids(db, failed_mail)
+    others = _ids(db, JobFilter(states=(JobState.DISCARDED,))) - targets
+    assert len(targets) == 3 and others  # a discarded charge_card stays outside the filter
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            await settle(pilot)
+            await _type_filter(pilot, state="discarded", queue="mailers")
+            table = app.screen.query_one("#jobs", DataTable)
+            assert {uuid.UUID(str(k.value)) for k in table.rows} == targets
+            await pilot.press("R")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
+            question = _question(app)
+            assert "Bulk retry 3 job(s) matching states=discarded queues=mailers?" in question
+            assert "(dry run count" in question
+            assert count_jobs(db, failed_mail) == 3  # the dry run wrote nothing
+            await pilot.press("y")
+            await settle(pilot)
+            assert app.screen.query_one("#jobs", DataTable).row_count == 0
+
+    asyncio.run(scenario())
+    assert {_state(db, job_id) for job_id in targets} == {JobState.AVAILABLE}
+    assert {_state(db, job_id) for job_id in others} == {JobState.DISCARDED}
+    (entry,) = list_audit(db, action="bulk_retry").entries
+    assert entry.actor == ME and {uuid.UUID(i) for i in entry.details["ids"]} == targets
+
+
+def test_bulk_discard_over_a_worker_and_tag_filter(db: Database) -> None:
+    ids = build_demo_data(db)
+    mail = JobFilter(workers=("deliver_email",), tags=("mail",))
+    completed_before = count_jobs(db, JobFilter(workers=("deliver_email",),
+                                                states=(JobState.COMPLETED,)))
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            await settle(pilot)
+            await _type_filter(pilot, worker="deliver_email", tag="mail")
+            assert app.screen.query_one("#jobs", DataTable).row_count == count_jobs(db, mail)
+            await pilot.press("D")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
+            # Completed and discarded mail is final: only the three waiting jobs qualify.
+            question = _question(app)
+            assert "Bulk discard 3 job(s) matching workers=deliver_email tags=mail?" in question
+            assert all(str(job_id)[-8:] in question for job_id in ids.available)
+            await pilot.press("n")  # declined: nothing changes
+            await settle(pilot)
+            assert {_state(db, i) for i in ids.available} == {JobState.AVAILABLE}
+            await pilot.press("D")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
+            await pilot.press("y")
+            await settle(pilot)
+
+    asyncio.run(scenario())
+    assert {_state(db, i) for i in ids.available} == {JobState.DISCARDED}
+    assert count_jobs(db, JobFilter(workers=("deliver_email",),
+                                    states=(JobState.COMPLETED,))) == completed_before
+    assert count_jobs(db, JobFilter(states=(JobState.AVAILABLE,), queues=("reports",))) == 2
+    (entry,) = list_audit(db, action="bulk_discard").entries
+    assert {uuid.UUID(i) for i in entry.details["ids"]} == set(ids.available)
+
+
+def test_park_from_the_jobs_view(db: Database) -> None:
+    ids = build_demo_data(db)
+    assert ids.due_slot is not None
+    due = ids.due_slot
+    oneshot = ids.available[0]
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            await settle(pilot)
+            _select(app, "#jobs", str(due))
+            await pilot.press("k")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            assert f"Park slot job {due}?" in _question(app)
+            await pilot.press("y")
+            await settle(pilot)
+            # A one-shot job is not a slot: refused, and nothing changes.
+            _select(app, "#jobs", str(oneshot))
+            await pilot.press("k", "y")
+            await settle(pilot)
+
+    asyncio.run(scenario())
+    parked = get_job(db, due)
+    assert parked is not None and parked.state is JobState.PARKED
+    assert not parked.demand_pending and not parked.control_pending
+    assert _audited(db, "park", str(due))
+    assert _state(db, oneshot) is JobState.AVAILABLE
+    assert not _audited(db, "park", str(oneshot))
+
+
+def test_discard_an_executing_job_from_the_leases_view(db: Database) -> None:
+    ids = build_demo_data(db)
+    healthy, expired = ids.executing
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            await settle(pilot)
+            _select(app, "#leases", str(expired))
+            await pilot.press("d")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            assert f"Discard executing job {expired}?" in _question(app)
+            await pilot.press("y")
+            await settle(pilot)
+            keys = [str(k.value) for k in app.screen.query_one("#leases", DataTable).rows]
+            assert str(expired) not in keys and str(healthy) in keys
+
+    asyncio.run(scenario())
+    assert _state(db, expired) is JobState.DISCARDED
+    assert _state(db, healthy) is JobState.EXECUTING
+    assert list_runs(db, expired)[-1].outcome is RunOutcome.DISCARDED  # its run is settled
+    assert _audited(db, "discard", str(expired))
+
+
+def test_read_only_leases_view_changes_nothing(db: Database) -> None:
+    ids = build_demo_data(db)
+    executing = JobFilter(states=(JobState.EXECUTING,))
+    before = _ids(db, executing)
+    audit_before = len(list_audit(db, limit=1000).entries)
+    app = make_app(db, read_only=True, clock=pinned_clock, schedule=SCHEDULE)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            await settle(pilot)
+            leases = app.screen
+            assert isinstance(leases, LeasesScreen)
+            _select(app, "#leases", str(ids.executing[0]))
+            for action in ("cancel", "discard"):
+                assert leases.check_action(action, ()) is None, action
+            await pilot.press("c")
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("d")
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")  # an answer to no question does nothing either
+            await settle(pilot)
+
+    asyncio.run(scenario())
+    assert _ids(db, executing) == before and len(before) == 4
+    assert len(list_audit(db, limit=1000).entries) == audit_before

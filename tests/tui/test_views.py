@@ -9,6 +9,7 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Static
 
 from kickside_engine import Database, JobBuilder, enqueue
+from kickside_engine.control import JobFilter, list_jobs
 from kickside_tui.screens.help import HelpScreen
 from kickside_tui.screens.jobs import JobsScreen
 from kickside_tui.screens.leases import LeasesScreen
@@ -143,6 +144,60 @@ def test_jobs_filter_search_and_detail(db: Database) -> None:
             await pilot.press("enter")
             await settle(pilot)
             assert _keys(table) == [str(ids.retryable)], "a bad filter keeps the old one"
+
+    asyncio.run(scenario())
+
+
+def test_jobs_filter_by_worker_and_by_tag(db: Database) -> None:
+    ids = build_demo_data(db)
+    app = make_app(db, **demo_adapter_kwargs())
+
+    def rows() -> list[str]:
+        return _keys(app.screen.query_one("#jobs", DataTable))
+
+    async def typed(pilot: Any, worker: str = "", tag: str = "") -> list[str]:
+        """Type the worker and tag filters (f, then tab to each field), apply, read the rows."""
+        await pilot.press("f", "tab", "tab")  # state, queue, worker
+        await pilot.press("ctrl+u", *worker, "tab", "ctrl+u", *tag, "enter")
+        await settle(pilot)
+        return rows()
+
+    async def entered(pilot: Any, worker: str = "", tag: str = "") -> list[str]:
+        """The same, with the values set at once (typing costs ~80 ms a key)."""
+        app.screen.query_one("#f-worker", Input).value = worker
+        app.screen.query_one("#f-tag", Input).value = tag
+        app.screen.query_one("#f-worker", Input).focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        return rows()
+
+    def matching(**flt: Any) -> set[str]:
+        return {str(job.id) for job in list_jobs(db, JobFilter(**flt), limit=500).jobs}
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            await settle(pilot)
+            table = app.screen.query_one("#jobs", DataTable)
+            assert table.row_count == 45
+            reports = await typed(pilot, worker="render_report")
+            assert len(reports) == 2 and set(reports) == matching(workers=("render_report",))
+            assert _column(table, "worker") == ["render_report"] * 2
+            assert _column(table, "queue") == ["reports"] * 2
+            mail = await typed(pilot, tag="mail")
+            assert len(mail) == 27 and set(mail) == matching(tags=("mail",))
+            # Worker and tag together: both must hold.
+            (one,) = await typed(pilot, worker="deliver_email", tag="user:103")
+            assert one in mail
+            assert "workers=deliver_email tags=user:103" in _text(
+                app.screen.query_one("#status", Static)
+            )
+            assert await entered(pilot, worker="render_report", tag="mail") == []
+            # Several workers, comma-separated: either one; a tag alone.
+            both = await entered(pilot, worker="render_report, charge_card")
+            assert len(both) == 3 and set(reports) < set(both)
+            assert await entered(pilot, tag="account:42") == [str(ids.retryable)]
+            assert len(await entered(pilot)) == 45  # cleared: every job again
 
     asyncio.run(scenario())
 
