@@ -15,7 +15,8 @@ from kickside_tui.widgets.chrome import VIEWS
 from kickside_tui.widgets.format import state_text
 
 ACTIONS = (
-    ("Jobs", "r retry · c cancel · d discard · w wake · k park · R/C/D bulk retry/cancel/"
+    ("Jobs", "r retry · c cancel · d discard · w wake · k park · e resume a disabled slot · "
+     "R/C/D bulk retry/cancel/"
      "discard over the filter (dry-run count first) · n/p next/previous page · / search "
      "(read window by window; esc stops, n continues) · f filter · z zoom the detail · "
      "enter in a filter applies it"),

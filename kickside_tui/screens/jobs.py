@@ -16,7 +16,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from kickside_engine import InvalidArgumentError, Job
+from kickside_engine import InvalidArgumentError, Job, JobKind, JobState
 from kickside_engine.control import JobFilter
 from kickside_tui.adapter import JobDetailData, JobsData
 from kickside_tui.screens.base import ActionFinished, describe_failure
@@ -55,13 +55,14 @@ class JobsScreen(BulkActions):
     """Jobs by filter, newest first; the selected job's detail beside (or below) them."""
 
     VIEW = "jobs"
-    WRITE_ACTIONS = frozenset({"retry", "cancel", "discard", "wake", "park", "bulk"})
+    WRITE_ACTIONS = frozenset({"retry", "cancel", "discard", "wake", "park", "enable", "bulk"})
     BINDINGS = [
         Binding("r", "retry", "Retry"),
         Binding("c", "cancel", "Cancel"),
         Binding("d", "discard", "Discard"),
         Binding("w", "wake", "Wake"),
         Binding("k", "park", "Park"),
+        Binding("e", "enable", "Resume"),
         Binding("R", "bulk('retry')", "Bulk retry"),
         Binding("C", "bulk('cancel')", "Bulk cancel"),
         Binding("D", "bulk('discard')", "Bulk discard"),
@@ -324,6 +325,18 @@ class JobsScreen(BulkActions):
                 lambda now: _moved(self.adapter.park(job.id, now), "parked"),
                 confirm=f"Park slot job {job.id}?\nIts pending demand and wakes are cleared.",
             )
+
+    def action_enable(self) -> None:
+        """Resume a disabled slot (as on the Slots view): due now with a wake pending, else
+        parked. Any other job has nothing to resume, so the engine is not asked."""
+        if (job := self._selected()) is None:
+            return
+        if job.state is not JobState.DISABLED:
+            what = "slot" if job.kind is JobKind.SLOT else "one-shot job"
+            self.notify(f"job {short_id(job.id)} is a {job.state.value} {what}: only a "
+                        "disabled slot can be resumed", severity="warning")
+            return
+        self.act("resume", lambda now: _moved(self.adapter.enable(job.id, now), "resumed"))
 
     def on_action_finished(self, message: ActionFinished) -> None:
         # Textual then runs ViewScreen's handler too (it notifies and reloads).

@@ -20,9 +20,10 @@ from kickside_engine.control import (
     list_runs,
 )
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
-from kickside_engine.slots import RUNS_PER_CALL, enqueue_slot, wake_job
+from kickside_engine.slots import RUNS_PER_CALL, disable_slot, enqueue_slot, wake_job
 from kickside_tui.app import KicksideApp
 from kickside_tui.screens.confirm import ConfirmScreen
+from kickside_tui.screens.help import HelpScreen, help_text
 from kickside_tui.screens.job_filter import FILTER_FIELDS
 from kickside_tui.screens.leases import LeasesScreen
 from kickside_tui.screens.purge import PurgeScreen
@@ -420,7 +421,7 @@ def test_discard_an_executing_job_from_the_leases_view(db: Database) -> None:
     assert _audited(db, "discard", str(expired))
 
 
-def test_read_only_leases_view_changes_nothing(db: Database) -> None:
+def test_read_only_leases_and_jobs_resume_change_nothing(db: Database) -> None:
     ids = build_demo_data(db)
     executing = JobFilter(states=(JobState.EXECUTING,))
     before = _ids(db, executing)
@@ -444,7 +445,63 @@ def test_read_only_leases_view_changes_nothing(db: Database) -> None:
             assert not isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")  # an answer to no question does nothing either
             await settle(pilot)
+            # Nor does resume on the Jobs view.
+            await pilot.press("2")
+            await settle(pilot)
+            _select(app, "#jobs", str(ids.disabled_slot))
+            assert app.screen.check_action("enable", ()) is None
+            await pilot.press("e")
+            await settle(pilot)
 
     asyncio.run(scenario())
+    assert _state(db, ids.disabled_slot) is JobState.DISABLED  # type: ignore[arg-type]
     assert _ids(db, executing) == before and len(before) == 4
     assert len(list_audit(db, limit=1000).entries) == audit_before
+
+
+def test_resume_a_disabled_slot_from_the_jobs_view(db: Database) -> None:
+    ids = build_demo_data(db)
+    assert ids.disabled_slot is not None and ids.parked_slot is not None
+    disabled, parked, oneshot = ids.disabled_slot, ids.parked_slot, ids.available[0]
+    # A second disabled slot with a wake waiting: resuming makes it due at once.
+    woken = enqueue_slot(db, JobBuilder("sync_tenant", {}).slot("tenants", "hooli", "sync"),
+                         now=NOW).id
+    disable_slot(db, woken, now=NOW)
+    wake_job(db, woken, now=NOW)
+    assert _state(db, woken) is JobState.DISABLED
+    audit_before = len(list_audit(db, limit=1000).entries)
+    app = _app(db)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("2")
+            await settle(pilot)
+            resume = app.screen.active_bindings["e"]
+            assert resume.enabled and resume.binding.show
+            assert resume.binding.description == "Resume"
+            footer = {(getattr(k, "key", ""), getattr(k, "description", ""))
+                      for k in app.screen.query("FooterKey")}
+            assert ("e", "Resume") in footer
+            # Neither a parked slot nor a one-shot job is disabled: nothing to resume.
+            for job_id in (parked, oneshot):
+                _select(app, "#jobs", str(job_id))
+                await pilot.press("e")
+                await settle(pilot)
+            assert len(list_audit(db, limit=1000).entries) == audit_before
+            _select(app, "#jobs", str(disabled))
+            await pilot.press("e")
+            await settle(pilot)
+            _select(app, "#jobs", str(woken))
+            await pilot.press("e")
+            await settle(pilot)
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            assert "k park · e resume a disabled slot" in plain(help_text())
+
+    asyncio.run(scenario())
+    assert _state(db, parked) is JobState.PARKED
+    assert _state(db, oneshot) is JobState.AVAILABLE
+    assert _state(db, disabled) is JobState.PARKED  # no wake was pending
+    assert _state(db, woken) is JobState.AVAILABLE
+    assert _audited(db, "enable", str(disabled)) and _audited(db, "enable", str(woken))
+    assert len(list_audit(db, limit=1000).entries) == audit_before + 2
