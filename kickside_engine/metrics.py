@@ -1,8 +1,9 @@
 """Metrics computed from history, so the dashboard needs no metrics service.
 
-Throughput per minute comes from ``kickside_job_run.finished_at`` (indexed) aggregated in SQL;
-queue-time and run-time percentiles from the most recent runs (bounded), and backlog from the
-fetch index. Every query is bounded by the time window or a row limit.
+Throughput comes from ``kickside_job_run.finished_at`` (indexed) aggregated in SQL, and so do
+the queue-time and run-time percentiles and the backlog age per bucket
+(:mod:`kickside_engine.latency`); the backlog now comes from the fetch index. Every query is
+bounded by the time window or reads only the available or executing jobs.
 """
 
 from __future__ import annotations
@@ -11,37 +12,55 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
-from sqlalchemy import Integer, cast, func, select
+from sqlalchemy import Integer, func, select
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.control import list_nodes, queue_infos
+from kickside_engine.latency import (
+    FAILED,
+    NO_FIGURES,
+    NO_WINDOW,
+    backlog_ages,
+    bucket_index,
+    claimed_waits,
+    ranked_runs,
+)
 from kickside_engine.models import JobState, RunOutcome
 from kickside_engine.store.database import Database
 from kickside_engine.store.tables import state_literal
 
-PERCENTILE_SAMPLE = 2_000
-FAILED = (
-    RunOutcome.FAILED.value,
-    RunOutcome.TIMEOUT.value,
-    RunOutcome.CRASHED.value,
-    RunOutcome.DISCARDED.value,
-)
-
 
 @dataclass(frozen=True)
 class MetricBucket:
-    """Runs that finished in ``[start, start + bucket)``."""
+    """One bucket ``[start, start + bucket)`` of a queue's (or a worker's) history.
+
+    ``completed`` and ``failed`` count the runs that finished in it. The other fields are
+    filled by :func:`queue_metrics` only (:func:`throughput` leaves them None):
+
+    - ``queue_p50_ms`` ... ``run_p95_ms``: nearest-rank percentiles of the queue time (due to
+      claimed) and run time of the runs that finished in the bucket; None when none did.
+    - ``backlog_age_seconds``: how long the longest-waiting due job of the queue had waited at
+      any moment of the bucket: the longest wait that ended with a claim in it, or, for a job
+      still waiting at the bucket's end (claimed later, or available now), its wait by then.
+      None when no job waited in the bucket. Waits that ended without a claim (a job cancelled
+      or discarded while available) are not in the history and are not counted.
+    """
 
     start: datetime
     completed: int = 0
     failed: int = 0
+    queue_p50_ms: float | None = None
+    queue_p95_ms: float | None = None
+    run_p50_ms: float | None = None
+    run_p95_ms: float | None = None
+    backlog_age_seconds: float | None = None
 
 
 @dataclass(frozen=True)
 class Percentiles:
-    """p50/p95/p99 in milliseconds over ``samples`` runs (None without samples)."""
+    """Nearest-rank p50/p95/p99 in milliseconds over ``samples`` runs (None without samples)."""
 
     p50: float | None
     p95: float | None
@@ -51,7 +70,8 @@ class Percentiles:
 
 @dataclass(frozen=True)
 class QueueMetrics:
-    """One queue's recent history."""
+    """One queue's recent history: a bucket per step of the window (oldest first), the
+    percentiles over the whole window, and the backlog now (its oldest job's age)."""
 
     queue: str
     buckets: list[MetricBucket]
@@ -77,15 +97,6 @@ class Overview:
     paused_queues: list[str] = field(default_factory=list)
     #: Per queue, the states whose count is an estimate (only with ``exact=False``).
     approximate: dict[str, frozenset[JobState]] = field(default_factory=dict)
-
-
-def _bucket_index(db: Database, column: Any, seconds: int) -> Any:
-    epoch: Any
-    if db.is_postgresql:
-        epoch = func.extract("epoch", column)
-    else:
-        epoch = cast(func.strftime("%s", column), Integer)
-    return func.floor(epoch / seconds)
 
 
 def percentiles(values: list[float]) -> Percentiles:
@@ -117,7 +128,7 @@ def throughput(
     seconds = max(1, int(bucket.total_seconds()))
     run = db.tables.job_run
     key = run.c.worker if by == "worker" else run.c.queue
-    index = _bucket_index(db, run.c.finished_at, seconds)
+    index = bucket_index(db, run.c.finished_at, seconds)
     failed = func.sum(func.cast(run.c.outcome.in_(FAILED), Integer))
     completed = func.sum(func.cast(run.c.outcome == RunOutcome.COMPLETED.value, Integer))
     stmt = (
@@ -149,50 +160,59 @@ def queue_metrics(
     window: timedelta = timedelta(minutes=15),
     bucket: timedelta = timedelta(minutes=1),
 ) -> list[QueueMetrics]:
-    """Throughput buckets, queue/run-time percentiles and backlog per queue."""
+    """Per queue: buckets of throughput, latency percentiles and backlog age over ``window``,
+    the percentiles over the whole window, and the backlog now.
+
+    Buckets are aligned on the epoch; the last one is the bucket ``now`` falls in (so far).
+    The cost grows with the runs finished in the window, as for :func:`throughput`.
+    """
     now = ensure_aware(now, "now")
-    buckets = throughput(db, now, window=window, bucket=bucket)
-    run = db.tables.job_run
+    seconds = max(1, int(bucket.total_seconds()))
+    first = math.floor((now - window).timestamp() / seconds) + 1
+    last = math.floor(now.timestamp() / seconds)
+    since = datetime.fromtimestamp(first * seconds, UTC)
     job = db.tables.job
-    samples: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     with db.read() as conn:
-        recent = conn.execute(
-            select(run.c.queue, run.c.queue_ms, run.c.duration_ms)
-            .where(run.c.finished_at >= now - window)
-            .order_by(run.c.finished_at.desc())
-            .limit(PERCENTILE_SAMPLE)
-        )
-        for q, queue_ms, duration_ms in recent:
-            if queue_ms is not None:
-                samples[q][0].append(float(queue_ms))
-            if duration_ms is not None:
-                samples[q][1].append(float(duration_ms))
+        ranked = ranked_runs(db, conn, since, now, seconds)
+        waits = claimed_waits(db, conn, since, now, seconds)
         backlog = {
-            q: (n, oldest)
+            q: (n, _aware(oldest))
             for q, n, oldest in conn.execute(
                 select(job.c.queue, func.count(), func.min(job.c.scheduled_at))
                 .where(job.c.state == JobState.AVAILABLE.value, job.c.scheduled_at <= now)
                 .group_by(job.c.queue)
             )
         }
-    empty_buckets = next(iter(buckets.values()), [])
-    queues = sorted(set(buckets) | set(samples) | set(backlog))
     result = []
-    for q in queues:
+    for q in sorted(set(ranked) | set(waits) | set(backlog)):
+        per_bucket, (queue_time, run_time) = ranked.get(q, ({}, (NO_WINDOW, NO_WINDOW)))
         n, oldest = backlog.get(q, (0, None))
-        if isinstance(oldest, str):  # SQLite aggregates lose the column type
-            oldest = datetime.fromisoformat(oldest).replace(tzinfo=UTC)
+        ages = backlog_ages(range(first, last + 1), seconds, now, waits.get(q, {}), oldest)
+        buckets = []
+        for i, age in zip(range(first, last + 1), ages, strict=True):
+            done, bad, q50, q95, r50, r95 = per_bucket.get(i, NO_FIGURES)
+            start = datetime.fromtimestamp(i * seconds, UTC)
+            buckets.append(MetricBucket(start, done, bad, q50, q95, r50, r95, age))
         result.append(
             QueueMetrics(
                 queue=q,
-                buckets=buckets.get(q) or [MetricBucket(b.start) for b in empty_buckets],
-                queue_time=percentiles(samples[q][0]),
-                run_time=percentiles(samples[q][1]),
+                buckets=buckets,
+                queue_time=Percentiles(*queue_time),
+                run_time=Percentiles(*run_time),
                 backlog=n,
                 backlog_age_seconds=(now - oldest).total_seconds() if oldest else None,
             )
         )
     return result
+
+
+def _aware(value: datetime | str | None) -> datetime | None:
+    """A timestamp from an aggregate (SQLite's lose the column type)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
 
 
 def overview(db: Database, now: datetime, *, exact: bool = True) -> Overview:
