@@ -15,7 +15,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.table import KICKSIDE, find, fmt, metric, single_enqueue_note, workload_table
+from bench.table import (
+    KICKSIDE,
+    dashboard_note,
+    find,
+    fmt,
+    metric,
+    single_enqueue_note,
+    workload_table,
+)
 
 FORMAT = "kickside-bench/1"
 __all__ = ["FORMAT", "KICKSIDE", "file_stem", "markdown", "summary_table", "write"]
@@ -120,9 +128,9 @@ def markdown(doc: dict[str, Any]) -> str:
         *workload_table(doc),
         "",
     ]
-    note = single_enqueue_note(doc)
-    if note:
-        lines += [*note, ""]
+    for note in (single_enqueue_note(doc), dashboard_note(doc)):
+        if note:
+            lines += [*note, ""]
     errors = [e for e in doc["results"] if e.get("error")]
     if errors:
         lines += ["Errors:", ""]

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bench.refreshes import TARGET_MS, entry_figure, spreads
+
 KICKSIDE = "kickside"
 
 Doc = dict[str, Any]
@@ -54,6 +56,8 @@ class Row:
     higher_is_better: bool
     backend: str = "postgresql"
     target: Callable[[Doc, float | None], Verdict] | None = None
+    #: Reads the figure from an entry instead of its stored metric (one derived from ``runs``).
+    figure: Callable[[Entry, str], float | None] | None = None
 
     def label(self, doc: Doc) -> str:
         """The title, its placeholders filled from Kickside's parameters.
@@ -75,7 +79,10 @@ class Row:
 
     def value(self, doc: Doc, system: str) -> float | None:
         """This row's figure for ``system``."""
-        return metric(find(doc["results"], system, self.backend, self.workload), self.metric)
+        entry = find(doc["results"], system, self.backend, self.workload)
+        if self.figure is not None and entry is not None:
+            return self.figure(entry, self.metric)
+        return metric(entry, self.metric)
 
 
 def _fastest_peer(doc: Doc, row: Row) -> tuple[str, float] | None:
@@ -258,15 +265,28 @@ def _rows() -> list[Row]:
             target=at_most(0, ""),
         ),
         Row("6", "extra executions (any)", "multi_node", "extra_executions", "count", False),
+        # Every refresh must stay under 150 ms: judged on the slowest single timed refresh.
         Row(
             "7",
-            "dashboard refresh, slowest view",
+            "dashboard refresh, slowest single refresh (max)",
             "dashboard",
-            "max_refresh_ms",
+            "slowest_max_ms",
             "ms",
             False,
-            target=at_most(150, " ms"),
+            target=at_most(TARGET_MS, " ms"),
+            figure=entry_figure,
         ),
+        Row(
+            "7",
+            "dashboard refresh, slowest view's p95",
+            "dashboard",
+            "slowest_p95_ms",
+            "ms",
+            False,
+            figure=entry_figure,
+        ),
+        Row("7", "dashboard refresh, slowest view's median", "dashboard", "max_refresh_ms", "ms",
+            False),
         Row(
             "7",
             "dashboard resident memory (peak)",
@@ -384,3 +404,30 @@ def single_enqueue_note(doc: Doc) -> list[str]:
     if not shares:
         return []
     return [f"Single enqueue: kickside {mine:,.0f}/s = {', '.join(shares)}."]
+
+
+def dashboard_note(doc: Doc) -> list[str]:
+    """Workload 7 view by view: median, p95 and max of the timed refreshes, and which of them
+    the target is judged on."""
+    entry = find(doc["results"], KICKSIDE, "postgresql", "dashboard")
+    found = spreads(entry.get("runs", [])) if entry is not None else {}
+    if entry is None or not found:
+        return []
+    rounds = max(s.samples for s in found.values())
+    jobs = entry.get("params", {}).get("jobs")
+    view, slowest = max(found.items(), key=lambda item: item[1].max)
+    verdict = "within" if slowest.max <= TARGET_MS else "over"
+    lines = [
+        f"Dashboard refreshes{f' over {jobs:,} jobs' if jobs else ''}, ms, {rounds} timed "
+        f"refreshes per view after one untimed warm-up. The target (every refresh under "
+        f"{TARGET_MS:g} ms) is judged on the max, not the median: the warm-up is the only cold "
+        f"refresh and is not among them. Slowest single refresh: {slowest.max:.1f} ms "
+        f"({view}), {verdict} the target.",
+        "",
+        "| view | median | p95 | max |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {name} | {s.median:.1f} | {s.p95:.1f} | {s.max:.1f} |" for name, s in found.items()
+    ]
+    return lines

@@ -4,8 +4,10 @@
 refresh is timed as the screen runs it: the same :class:`~kickside_tui.adapter.Adapter` calls
 with the same arguments (the Jobs view's refresh includes its match count and the detail pane
 of the first job, as after a filter change; a search runs window after window as the view
-does). The figure is the median of several refreshes after one warm-up, in milliseconds of wall
-time for the adapter call: the database's time plus decoding the rows. Timed apart, for the
+does). Each view is refreshed once to warm up, then timed several times, in milliseconds of wall
+time for the adapter call: the database's time plus decoding the rows. Each view's median, p95
+and max are reported (:mod:`bench.refreshes`); the target, every refresh under 150 ms, is judged
+on the slowest single timed refresh (``slowest_max_ms``). Timed apart, for the
 record: one search window (the longest single query of a search), searches that read the whole
 history, and the doctor, which the Metrics view runs in a worker of its own. Finally the real
 app runs headless (``App.run_test``) in a subprocess over the same data, shows every view twice,
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.refreshes import figures
 from bench.workloads.common import Context, Measurement, median
 from bench.workloads.dashboard_data import fill
 from kickside_engine import JobState
@@ -118,7 +121,8 @@ def measure_rss(args: list[str]) -> dict[str, float]:
 
 
 def dashboard(ctx: Context) -> Measurement:
-    """Each view's refresh in ms at 1,000,000 jobs, and the dashboard's resident memory."""
+    """Each view's refresh in ms at 1,000,000 jobs (median, p95, max), and the dashboard's
+    resident memory."""
     if ctx.target.backend != "postgresql":
         raise ValueError("the dashboard workload generates its history on PostgreSQL")
     n = ctx.count(HISTORY_JOBS)
@@ -137,14 +141,15 @@ def dashboard(ctx: Context) -> Measurement:
         db.dispose()
     ctx.progress("dashboard: resident memory of the headless app")
     memory = measure_rss(ctx.target.args())
-    metrics = {f"{name}_ms": median(samples) for name, samples in timings.items()}
-    metrics["max_refresh_ms"] = max(metrics.values())
-    metrics.update({f"{name}_ms": median(samples) for name, samples in extras.items()})
-    metrics["rss_mb"] = memory["rss_mb"]
-    metrics["peak_rss_mb"] = memory["peak_rss_mb"]
     runs: list[dict[str, float]] = [
         {f"{name}_ms": samples[i] for name, samples in timings.items()} for i in range(ROUNDS)
     ]
+    metrics = {f"{name}_ms": median(samples) for name, samples in timings.items()}
+    metrics["max_refresh_ms"] = max(metrics.values())  # the slowest view's median
+    metrics.update(figures(runs))  # each view's p95 and max, and the slowest of them
+    metrics.update({f"{name}_ms": median(samples) for name, samples in extras.items()})
+    metrics["rss_mb"] = memory["rss_mb"]
+    metrics["peak_rss_mb"] = memory["peak_rss_mb"]
     runs.append({"generate_s": generated})
     return Measurement(
         workload="dashboard",

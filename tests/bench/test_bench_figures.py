@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import report
+import pytest
+
+from bench import refreshes, report
 from bench.nodes import Span, duplicates, multi_node_metrics, read_spans, write_span
 
 
@@ -153,3 +155,54 @@ def test_a_quick_run_is_marked_as_a_smoke_test_not_a_measurement() -> None:
     text = report.markdown(_doc(quick=True))
     assert "A smoke test, not a measurement" in text
     assert _line(text, "| # |")[-1] == "smoke: met?"
+
+
+def _dashboard_runs(slots_ms: list[float]) -> list[dict[str, float]]:
+    """Five timed rounds of two views, then the generation time the workload appends."""
+    runs: list[dict[str, float]] = [
+        {"overview_ms": 40.0 + i, "slots_ms": ms} for i, ms in enumerate(slots_ms)
+    ]
+    return [*runs, {"generate_s": 30.0}]
+
+
+def test_dashboard_figures_are_median_p95_and_max_per_view_from_the_runs() -> None:
+    runs = _dashboard_runs([30.0, 31.0, 32.0, 33.0, 90.0])
+    figures = refreshes.figures(runs)
+    assert figures["overview_max_ms"] == 44.0 and figures["slots_max_ms"] == 90.0
+    assert figures["slots_p95_ms"] == pytest.approx(33.0 + 0.8 * (90.0 - 33.0))
+    assert figures["slowest_max_ms"] == 90.0
+    assert figures["slowest_p95_ms"] == figures["slots_p95_ms"]
+    assert "generate_p95_ms" not in figures and refreshes.figures([]) == {}
+    spread = refreshes.spreads(runs)["slots"]
+    assert (spread.samples, spread.median) == (5, 32.0)
+
+
+def _dashboard_doc(slots_ms: list[float], *, stored: bool) -> dict[str, Any]:
+    runs = _dashboard_runs(slots_ms)
+    medians = {"overview_ms": 42.0, "slots_ms": sorted(slots_ms)[2]}
+    metrics = {**medians, "max_refresh_ms": max(medians.values()), "peak_rss_mb": 100.0}
+    if stored:  # a run that recorded them; older results only have the runs
+        metrics.update(refreshes.figures(runs))
+    doc = _doc(quick=False)
+    doc["results"] = [
+        {**_entry("kickside", "dashboard", metrics, params={"jobs": 1_000_000}), "runs": runs}
+    ]
+    return doc
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_one_slow_refresh_misses_the_dashboard_target_though_every_median_is_fast(
+    stored: bool,
+) -> None:
+    text = report.markdown(_dashboard_doc([30.0, 31.0, 32.0, 33.0, 160.0], stored=stored))
+    slowest = _line(text, "| 7 | dashboard refresh, slowest single refresh (max)")
+    assert slowest[3] == "160.0" and slowest[-3:] == ["≤ 150 ms", "", "MISS"]
+    assert _line(text, "| 7 | dashboard refresh, slowest view's median")[3] == "42.0"
+    assert _line(text, "| 7 | dashboard refresh, slowest view's p95")[3] == "134.6"
+    assert "judged on the max, not the median" in text
+    assert "Slowest single refresh: 160.0 ms (slots), over the target." in text
+    assert _line(text, "| slots |") == ["slots", "32.0", "134.6", "160.0"]
+    assert _line(text, "| overview |") == ["overview", "42.0", "43.8", "44.0"]
+    fast = report.markdown(_dashboard_doc([30.0, 31.0, 32.0, 33.0, 140.0], stored=stored))
+    assert _line(fast, "| 7 | dashboard refresh, slowest single refresh (max)")[-1] == "pass"
+    assert "Slowest single refresh: 140.0 ms (slots), within the target." in fast
