@@ -768,15 +768,18 @@ class WorkerPool:
             self._db_backoff = 0.0
         except (KicksideError, DBAPIError) as exc:
             self._db_backoff = min(max(self._db_backoff * 2, 0.1), 5.0)
+            # Up to a fifth early, so that pools which lost one database together retry apart.
+            wait = self._db_backoff * random.uniform(0.8, 1.0)
             log.error(
                 "database unavailable, retrying in %.1fs: %s",
-                self._db_backoff,
+                wait,
                 redact_text(str(exc).splitlines()[0] if str(exc) else repr(exc)),
             )
             self._fence()
-            # Wake in time to stop a job whose lease runs out while the database is away.
-            fence_in = self.leases.next_due - time.monotonic()
-            self._stop.wait(max(0.0, min(self._db_backoff, fence_in)))
+            # Wake in time to stop a job whose lease runs out while the database is away (the
+            # lease checks and renewals, which need the database, stay due until it is back).
+            fence_in = self.leases.fence_due - time.monotonic()
+            self._stop.wait(max(0.0, min(wait, fence_in)))
 
     def _on_payload(self, payload: str) -> None:
         self._poke(payload)

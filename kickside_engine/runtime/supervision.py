@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -53,6 +54,15 @@ class LeaseKeeper:
         """When :meth:`maintain` or :meth:`overdue` next has something to do."""
         due = min(self._next_check, self._next_renew)
         return min(due, min(self.held_until.values())) if self.held_until else due
+
+    @property
+    def fence_due(self) -> float:
+        """When a lease held here may first run out unrenewed (infinity when none is held).
+
+        Unlike :attr:`next_due` this needs no database: while it is away, checks and renewals
+        stay overdue, and only this deadline should cut a backoff short.
+        """
+        return min(self.held_until.values(), default=math.inf)
 
     def track(self, token: uuid.UUID, since: float) -> None:
         """Keep ``token``'s lease alive; ``since`` is the monotonic time just before its claim."""
