@@ -3,8 +3,8 @@
 One screen per view, each a Textual mode reachable by a digit key and from the command palette.
 The app refreshes the current view every ``refresh_seconds`` (database work runs in thread
 workers, so the UI never waits on the database) and, on PostgreSQL, also when a change commits
-(the engine's notifications, at most one refresh per ``NOTIFY_DEBOUNCE_S``). It keeps retrying
-through outages with a banner on screen.
+(the engine's notifications, at most one refresh per ``NOTIFY_DEBOUNCE_S``). Through an outage
+it shows a banner and retries with capped exponential backoff (:mod:`kickside_tui.reconnect`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
 from kickside_engine.listen import Subscription
 from kickside_engine.plugins.cron import Recurring
 from kickside_tui.adapter import Adapter
+from kickside_tui.reconnect import Reconnect
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.screens.capacity import CapacityScreen
 from kickside_tui.screens.help import HelpScreen
@@ -92,6 +93,9 @@ class KicksideApp(App[None]):
         #: Notifications received, and the refreshes they caused (tests read these).
         self.notifications = 0
         self.notified_refreshes = 0
+        #: The retry schedule while loads fail, and the timer of its next try.
+        self.reconnect = Reconnect()
+        self._retry_timer: Timer | None = None
         for name, screen in SCREENS.items():
             self.add_mode(name, lambda screen=screen: screen(adapter))  # type: ignore[misc]
 
@@ -135,7 +139,30 @@ class KicksideApp(App[None]):
                     screen.reload()
 
     def _refresh_on_timer(self) -> None:
+        if self.reconnect.waiting:
+            return  # loads are failing: the backoff decides when to try again
         self.refresh_views(auto=True)
+
+    def load_failed(self) -> None:
+        """A view could not load: schedule the next try with backoff, unless one is."""
+        delay = self.reconnect.failed(self.refresh_seconds)
+        if delay is None:
+            return
+        if self._retry_timer is not None:
+            self._retry_timer.stop()
+        self._retry_timer = self.set_timer(delay, self._retry)
+
+    def load_succeeded(self) -> None:
+        """A view loaded: back to refreshing every ``refresh_seconds``."""
+        if self._retry_timer is not None:
+            self._retry_timer.stop()
+            self._retry_timer = None
+        self.reconnect.succeeded()
+
+    def _retry(self) -> None:
+        self._retry_timer = None
+        self.reconnect.retrying()
+        self.refresh_views()
 
     def _notified(self, payload: str) -> None:
         self.post_message(DatabaseNotified(payload))  # from the listening thread: thread-safe

@@ -3,7 +3,9 @@
 A view fetches its data in a thread worker (:meth:`ViewScreen.fetch`, through the adapter) and
 posts :class:`DataLoaded` or :class:`LoadFailed` back; only :meth:`ViewScreen.show` touches
 widgets. A load never overlaps the previous one, so a slow or unreachable database cannot pile
-up threads. Actions run in workers as well, after a confirmation when they destroy something.
+up threads. A failed load shows a banner and has the app back off before the next try (the
+banner counts down to it); the first load that works clears both. Actions run in workers as
+well, after a confirmation when they destroy something.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from textual import work
 from textual.app import ComposeResult, SystemCommand
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Header
 
 from kickside_engine import DatabaseUnavailableError, KicksideError
@@ -60,6 +63,13 @@ def describe_failure(exc: BaseException) -> str:
     return detail if isinstance(exc, KicksideError) else f"{type(exc).__name__}: {detail}"
 
 
+def describe_retry(seconds: float) -> str:
+    """When the next try comes, for the banner: ``retrying now`` once it is due."""
+    if seconds <= 0.05:
+        return "retrying now"
+    return f"next retry in {seconds:.1f}s" if seconds < 10 else f"next retry in {seconds:.0f}s"
+
+
 class ViewScreen(Screen[None]):
     """A dashboard view: subclasses compose the body, fetch data and show it."""
 
@@ -73,6 +83,9 @@ class ViewScreen(Screen[None]):
         self._loading = False
         self._again = False
         self.loaded = 0
+        #: What the banner says is wrong, as (headline, detail); None while all is well.
+        self.problem: tuple[str, str] | None = None
+        self._countdown: Timer | None = None
 
     @property
     def kickside(self) -> KicksideApp:
@@ -112,7 +125,12 @@ class ViewScreen(Screen[None]):
         return self._loading
 
     def on_screen_resume(self) -> None:
+        if self.problem is not None:
+            self._start_countdown()
         self.reload()
+
+    def on_screen_suspend(self) -> None:
+        self._stop_countdown()  # a hidden banner needs no countdown; resuming reloads anyway
 
     def auto_reload(self) -> None:
         """A refresh nobody asked for (the timer, a notification); views may skip costly ones."""
@@ -145,20 +163,39 @@ class ViewScreen(Screen[None]):
 
     def on_data_loaded(self, message: DataLoaded) -> None:
         message.stop()
+        self.kickside.load_succeeded()
         self._finished_loading()
+        self.problem = None
+        self._stop_countdown()
         self.query_one(Banner).show_problem(None)
         self.loaded += 1
         self.show(message.data, message.now)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         message.stop()
+        self.kickside.load_failed()
         self._finished_loading()
-        every = self.kickside.refresh_seconds
-        if message.unavailable:
-            text = f"DATABASE UNAVAILABLE: {message.message} (retrying every {every:g}s)"
-        else:
-            text = f"CANNOT READ THE DATABASE: {message.message} (retrying every {every:g}s)"
-        self.query_one(Banner).show_problem(text)
+        what = "DATABASE UNAVAILABLE" if message.unavailable else "CANNOT READ THE DATABASE"
+        self.problem = (what, message.message)
+        self._start_countdown()
+
+    def _show_problem(self) -> None:
+        if self.problem is None:
+            return
+        what, detail = self.problem
+        retry = describe_retry(self.kickside.reconnect.remaining())
+        # The countdown before the detail, which can be long enough to wrap off a narrow screen.
+        self.query_one(Banner).show_problem(f"{what} ({retry}): {detail}")
+
+    def _start_countdown(self) -> None:
+        self._show_problem()
+        if self._countdown is None:
+            self._countdown = self.set_interval(0.5, self._show_problem)
+
+    def _stop_countdown(self) -> None:
+        if self._countdown is not None:
+            self._countdown.stop()
+            self._countdown = None
 
     def _finished_loading(self) -> None:
         self._loading = False

@@ -9,7 +9,9 @@ restart or a network partition looks from the client side.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import re
 import subprocess
 import time
 from datetime import datetime
@@ -168,6 +170,11 @@ def test_the_dashboard_rides_out_terminated_connections_and_an_outage(
             assert "DATABASE UNAVAILABLE" in plain(banner().render())
             await pilot.press("2")
             await wait_until(pilot, lambda: banner().shown, "the banner on the jobs view")
+            await wait_until(pilot, lambda: len(app.reconnect.delays) >= 3, "three retries")
+            delays = list(app.reconnect.delays)  # backing off: each scheduled try waits longer
+            assert all(b > 1.5 * a for a, b in itertools.pairwise(delays)), delays
+            text = plain(banner().render())
+            assert re.search(r"\((next retry in [\d.]+s|retrying now)\)", text), text
             proxy.up()
             loaded = view().loaded
             await wait_until(
