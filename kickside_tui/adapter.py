@@ -58,9 +58,13 @@ from kickside_engine.search import SCAN_LIMIT, scan_jobs
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, purge_slot, wake_job
 from kickside_tui.demo.marker import filled_by_demo
 
-#: How far back the sparklines reach, one bucket a minute.
+#: How far back the Metrics view's plots reach, one bucket a minute.
 SPARK_WINDOW = timedelta(minutes=30)
 SPARK_BUCKET = timedelta(minutes=1)
+#: The Overview's rates per second: buckets of five seconds over the last four minutes (48
+#: bars fit an 80-column terminal; single seconds would show mostly noise and empty bars).
+RATE_WINDOW = timedelta(minutes=4)
+RATE_BUCKET = timedelta(seconds=5)
 #: Executing jobs shown on the Leases view (each costs one run-history read).
 MAX_LEASES = 100
 #: The Jobs view counts matches up to this many (a count of millions costs a scan).
@@ -91,13 +95,18 @@ class QueueRow:
 
 @dataclass(frozen=True)
 class OverviewData:
-    """The Overview view: queues, throughput per minute, nodes, and what needs attention."""
+    """The Overview view: queues, throughput, nodes, and what needs attention.
+
+    ``completed_per_second`` and ``failed_per_second`` are rates over every queue, one per
+    :data:`RATE_BUCKET` of the last :data:`RATE_WINDOW`, oldest first (the last one is the
+    bucket in progress).
+    """
 
     at: datetime
     queues: list[QueueRow]
     summary: Overview
-    completed_per_minute: list[float]
-    failed_per_minute: list[float]
+    completed_per_second: list[float]
+    failed_per_second: list[float]
     near_limit: list[CapacityGroupInfo]
     waiting_on_admission: int
 
@@ -233,7 +242,7 @@ class Adapter:
     # --- reads ---------------------------------------------------------------------------
 
     def overview(self, now: datetime) -> OverviewData:
-        """Queues with counts, the last half hour's throughput, nodes and stuck work."""
+        """Queues with counts, the last minutes' throughput per second, nodes and stuck work."""
         summary = overview(self.db, now, exact=False)
         live = [n for n in list_nodes(self.db, now) if not n.stale]
         queues = [
@@ -248,14 +257,15 @@ class Adapter:
             )
             for name, counts in sorted(summary.counts.items())
         ]
-        per_queue = throughput(self.db, now, window=SPARK_WINDOW, bucket=SPARK_BUCKET)
-        width = int(SPARK_WINDOW / SPARK_BUCKET)
+        per_queue = throughput(self.db, now, window=RATE_WINDOW, bucket=RATE_BUCKET)
+        width = int(RATE_WINDOW / RATE_BUCKET)
+        seconds = RATE_BUCKET.total_seconds()
         completed = [0.0] * width
         failed = [0.0] * width
         for buckets in per_queue.values():
             for i, bucket in enumerate(buckets[-width:]):
-                completed[i] += bucket.completed
-                failed[i] += bucket.failed
+                completed[i] += bucket.completed / seconds
+                failed[i] += bucket.failed / seconds
         groups = capacity_groups(self.db, now)
         waiting = sum(
             1
@@ -267,8 +277,8 @@ class Adapter:
             at=now,
             queues=queues,
             summary=summary,
-            completed_per_minute=completed,
-            failed_per_minute=failed,
+            completed_per_second=completed,
+            failed_per_second=failed,
             near_limit=[g for g in groups if g.near_limit],
             waiting_on_admission=waiting,
         )
@@ -357,7 +367,9 @@ class Adapter:
         return capacity_groups(self.db, now)
 
     def metrics(self, now: datetime) -> MetricsData:
-        """Per-queue throughput and percentiles, and the audit trail."""
+        """Per queue, a minute at a time over the last half hour: throughput, p50/p95 queue and
+        run times, and backlog age (:class:`~kickside_engine.metrics.MetricBucket`); and the
+        audit trail."""
         per_queue = queue_metrics(self.db, now, window=SPARK_WINDOW, bucket=SPARK_BUCKET)
         audit = list_audit(self.db, limit=50).entries
         return MetricsData(per_queue, audit)

@@ -38,6 +38,7 @@ SHOTS: tuple[tuple[str, tuple[str, ...], tuple[int, int]], ...] = (
     ("9-help", ("question_mark",), (120, 40)),
     ("overview-80x24", ("1",), (80, 24)),
     ("jobs-80x24", ("2",), (80, 24)),
+    ("metrics-80x24", ("6",), (80, 24)),
 )
 
 

@@ -15,16 +15,24 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from kickside_engine.health import HealthReport
-from kickside_tui.adapter import MetricsData
+from kickside_engine.metrics import QueueMetrics
+from kickside_tui.adapter import SPARK_BUCKET, SPARK_WINDOW, MetricsData
 from kickside_tui.screens.base import ViewScreen, describe_failure
 from kickside_tui.widgets.format import count, first_line, millis, span, stamp
-from kickside_tui.widgets.sparks import QueueSparks
+from kickside_tui.widgets.sparks import GAP, ZERO, Series, SeriesPlot
 from kickside_tui.widgets.tables import Row, refill
 
 #: The doctor runs every this many refreshes, in a worker of its own: it checks the whole
 #: database (a second or more at a million jobs), which no refresh should wait for.
 HEALTH_EVERY = 15
 FINDING_STYLES = {"ok": "green", "warn": "bold dark_orange", "fail": "bold red"}
+PLOTS_TITLE = (
+    f"Per queue over the last {SPARK_WINDOW.total_seconds() / 60:.0f} minutes,"
+    f" a bar per {SPARK_BUCKET.total_seconds() / 60:.0f} minute"
+)
+PLOTS_LEGEND = (
+    f"{ZERO} zero, {GAP} no data; beside: window totals, p95s; backlog age (jobs) now"
+)
 
 
 def _pct(values: tuple[float | None, float | None, float | None]) -> str:
@@ -69,9 +77,9 @@ class MetricsScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="metrics"):
-            yield Static("Throughput per queue, per minute over the last 30 minutes",
-                         classes="section")
-            yield Vertical(id="throughput")
+            yield Static(PLOTS_TITLE, classes="section")
+            yield Static(PLOTS_LEGEND, classes="legend")
+            yield Vertical(id="plots")
             yield Static("Latency and backlog (p50 / p95 / p99)", classes="section")
             latency: DataTable[Any] = DataTable(id="latency", cursor_type="row")
             for column in ("queue", "queue time", "run time", "runs", "backlog", "oldest"):
@@ -108,7 +116,7 @@ class MetricsScreen(ViewScreen):
             self._health_in = HEALTH_EVERY
             self._run_doctor()
         self._health_in -= 1
-        self._show_throughput(data)
+        self._show_plots(data)
         rows: list[Row] = []
         for q in data.queues:
             rows.append((
@@ -134,21 +142,25 @@ class MetricsScreen(ViewScreen):
             ))
         refill(self.query_one("#audit", DataTable), audit_rows)
 
-    def _show_throughput(self, data: MetricsData) -> None:
-        box = self.query_one("#throughput", Vertical)
-        existing = {w.queue: w for w in box.query(QueueSparks)}
+    def _show_plots(self, data: MetricsData) -> None:
+        box = self.query_one("#plots", Vertical)
+        existing = {w.title: w for w in box.query(SeriesPlot)}
         wanted = [q.queue for q in data.queues]
         for name, widget in existing.items():
             if name not in wanted:
                 widget.remove()
+        kept = [w for name, w in existing.items() if name in wanted]
         for q in data.queues:
-            completed = [float(b.completed) for b in q.buckets]
-            failed = [float(b.failed) for b in q.buckets]
             shown = existing.get(q.queue)
-            if shown is None:
-                box.mount(QueueSparks(q.queue, completed, failed))
+            if shown is not None:
+                shown.set_series(queue_series(q))
+                continue
+            plot = SeriesPlot(q.queue, queue_series(q), classes="queue-plot")
+            after = next((w for w in kept if w.title > q.queue), None)  # queues stay sorted
+            if after is None:
+                box.mount(plot)
             else:
-                shown.set_data(completed, failed)
+                box.mount(plot, before=after)
         if not data.queues:
             if not box.query(".empty"):
                 box.mount(Static("no runs yet", classes="empty"))
@@ -158,6 +170,22 @@ class MetricsScreen(ViewScreen):
     def action_doctor(self) -> None:
         self._health_in = HEALTH_EVERY
         self._run_doctor()
+
+
+def queue_series(q: QueueMetrics) -> list[Series]:
+    """A queue's rows: completed and failed runs, p95 queue and run time, backlog age."""
+    b = q.buckets
+    backlog = "none"
+    if q.backlog:
+        backlog = f"{span_or_dash(q.backlog_age_seconds)} ({count(q.backlog)})"
+    return [
+        Series("completed", tuple(float(x.completed) for x in b),
+               count(sum(x.completed for x in b)), "ok"),
+        Series("failed", tuple(float(x.failed) for x in b), count(sum(x.failed for x in b)), "bad"),
+        Series("p95 queue", tuple(x.queue_p95_ms for x in b), millis(q.queue_time.p95), "time"),
+        Series("p95 run", tuple(x.run_p95_ms for x in b), millis(q.run_time.p95), "time"),
+        Series("backlog age", tuple(x.backlog_age_seconds for x in b), backlog, "age"),
+    ]
 
 
 def span_or_dash(seconds: float | None) -> str:

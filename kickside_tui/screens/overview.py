@@ -7,13 +7,14 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Sparkline, Static
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
 
 from kickside_engine import JobState
-from kickside_tui.adapter import OverviewData
+from kickside_tui.adapter import RATE_BUCKET, RATE_WINDOW, OverviewData
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import STATE_STYLES, clock, count, estimate
+from kickside_tui.widgets.sparks import Series, SeriesPlot
 from kickside_tui.widgets.tables import refill
 
 #: The states the queue table shows, in the order a job usually moves through them.
@@ -43,11 +44,8 @@ class OverviewScreen(ViewScreen):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="overview"):
             yield Static(id="summary", classes="summary")
-            with Horizontal(classes="sparks"):
-                yield Static("completed/min", classes="spark-label")
-                yield Sparkline([], id="completed", classes="spark-ok")
-                yield Static("failed/min", classes="spark-label")
-                yield Sparkline([], id="failed", classes="spark-bad")
+            yield Static(RATES_LEGEND, classes="legend")
+            yield SeriesPlot(id="rates", title_width=0, figure_width=10)
             table: DataTable[Any] = DataTable(id="queues", cursor_type="row", zebra_stripes=True)
             table.add_column("queue", key="queue")
             table.add_column("paused", key="paused")
@@ -81,8 +79,7 @@ class OverviewScreen(ViewScreen):
         if any(q.approximate for q in data.queues):
             summary.append("  \u2248 estimated from a sample", style="dim italic")
         self.query_one("#summary", Static).update(summary)
-        self.query_one("#completed", Sparkline).data = data.completed_per_minute
-        self.query_one("#failed", Sparkline).data = data.failed_per_minute
+        self.query_one("#rates", SeriesPlot).set_series(rates(data))
         rows = []
         for q in data.queues:
             name = Text(q.name, style="bold")
@@ -126,3 +123,26 @@ class OverviewScreen(ViewScreen):
         for i, (line, style) in enumerate(items):
             text.append(("\n  • " if i or len(items) > 1 else "") + line, style=style)
         return text
+
+
+def rates(data: OverviewData) -> list[Series]:
+    """Completed and failed runs per second, each with its highest rate (the full bar)."""
+    return [
+        Series(label, tuple(values), f"max {per_second(max(values, default=0.0))}", tone)
+        for label, values, tone in (
+            ("completed/s", data.completed_per_second, "ok"),
+            ("failed/s", data.failed_per_second, "bad"),
+        )
+    ]
+
+
+def per_second(rate: float) -> str:
+    """A rate, with a decimal below ten a second: ``0.2/s``, ``14/s``."""
+    return f"{rate:.1f}/s" if rate < 10 else f"{rate:,.0f}/s"
+
+
+#: Said under the Overview's rates: how much time a bar covers.
+RATES_LEGEND = (
+    f"runs per second over the last {RATE_WINDOW.total_seconds() / 60:.0f} minutes,"
+    f" a bar per {RATE_BUCKET.total_seconds():.0f}s"
+)

@@ -1,65 +1,164 @@
-"""One queue's throughput as two sparklines: completed and failed runs per minute."""
+"""Series over time as one-line bar plots: a row per series, its label, and a figure beside it.
+
+Bars start at zero and scale to the row's largest value: ``▁`` is zero, ``▂`` to ``█`` are
+sevenths of the largest value, and ``·`` marks a step where nothing was measured (no run
+finished, no job waited). A series longer than the room is cut into equal groups of steps
+(the oldest group may be short), each shown by its largest value; then the steps or groups are
+widened to fill the row, one column more for some than for others. Every row names what it
+plots and says how much beside it, so the plot reads without colour; colour only repeats it.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.widgets import Sparkline, Static
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Size
+from textual.widget import Widget
+
+ZERO = "\u2581"
+BARS = "\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+GAP = "\u00b7"
+TONES = ("ok", "bad", "time", "age")
 
 
-class QueueSparks(Horizontal):
-    """``queue  ▁▂▅█ completed 42  ▁▁▂ failed 3``, all on one line."""
+@dataclass(frozen=True)
+class Series:
+    """One row: what it plots, its values oldest first (None: nothing measured), and the figure
+    shown beside it. ``tone`` picks the colour: ``ok``, ``bad``, ``time`` or ``age``."""
 
-    DEFAULT_CSS = """
-    QueueSparks {
-        height: 1;
+    label: str
+    values: tuple[float | None, ...]
+    figure: str
+    tone: str = "ok"
+
+
+def resample(values: Sequence[float | None], width: int) -> list[float | None]:
+    """``values`` fitted into exactly ``width`` columns, oldest first."""
+    n = len(values)
+    if not n or width < 1:
+        return []
+    if n > width:
+        step = -(-n // width)
+        cut = n % step  # the oldest group is the short one, so the newest is whole
+        groups = [values[:cut]] if cut else []
+        groups += [values[i:i + step] for i in range(cut, n, step)]
+        values = [max((v for v in g if v is not None), default=None) for g in groups]
+        n = len(values)
+    return [values[c * n // width] for c in range(width)]
+
+
+def bars(values: Sequence[float | None], width: int) -> str:
+    """``values`` as ``width`` columns of bars (nothing without values)."""
+    shown = resample(values, width)
+    top = max((v for v in shown if v is not None), default=0.0)
+
+    def bar(v: float | None) -> str:
+        if v is None:
+            return GAP
+        if v <= 0 or top <= 0:
+            return ZERO
+        return BARS[min(len(BARS), math.ceil(v / top * len(BARS))) - 1]
+
+    return "".join(bar(v) for v in shown).ljust(width)
+
+
+class SeriesPlot(Widget):
+    """A block of :class:`Series` rows; ``title`` (a queue) heads its first row."""
+
+    COMPONENT_CLASSES = {
+        "series-plot--title",
+        "series-plot--label",
+        "series-plot--figure",
+        *(f"series-plot--{tone}" for tone in TONES),
     }
-    QueueSparks > .queue-name {
-        width: 16;
+    DEFAULT_CSS = """
+    SeriesPlot {
+        height: auto;
+    }
+    SeriesPlot > .series-plot--title {
         text-style: bold;
     }
-    QueueSparks > Sparkline {
-        width: 1fr;
-        max-width: 40;
+    SeriesPlot > .series-plot--label {
+        color: $text-muted;
     }
-    QueueSparks > .spark-total {
-        width: 16;
-        padding-left: 1;
-    }
-    QueueSparks > .spark-bad > .sparkline--max-color {
-        color: $error;
-    }
-    QueueSparks > .spark-bad > .sparkline--min-color {
-        color: $error 30%;
-    }
-    QueueSparks > .spark-ok > .sparkline--max-color {
+    SeriesPlot > .series-plot--ok {
         color: $success;
     }
-    QueueSparks > .spark-ok > .sparkline--min-color {
-        color: $success 30%;
+    SeriesPlot > .series-plot--bad {
+        color: $error;
+    }
+    SeriesPlot > .series-plot--time {
+        color: $primary-lighten-1;
+    }
+    SeriesPlot > .series-plot--age {
+        color: $warning;
     }
     """
 
-    def __init__(self, queue: str, completed: Sequence[float], failed: Sequence[float]) -> None:
-        super().__init__()
-        self.queue = queue
-        self.completed = list(completed)
-        self.failed = list(failed)
+    def __init__(
+        self,
+        title: str = "",
+        series: Sequence[Series] = (),
+        *,
+        title_width: int = 12,
+        label_width: int = 11,
+        figure_width: int = 14,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.title = title
+        self.series = list(series)
+        self.title_width = title_width
+        self.label_width = label_width
+        self.figure_width = figure_width
 
-    def compose(self) -> ComposeResult:
-        yield Static(self.queue, classes="queue-name", markup=False)
-        yield Sparkline(self.completed, classes="spark-ok")
-        yield Static(f"{sum(self.completed):.0f} completed", classes="spark-total ok-total")
-        yield Sparkline(self.failed, classes="spark-bad")
-        yield Static(f"{sum(self.failed):.0f} failed", classes="spark-total bad-total")
+    def set_series(self, series: Sequence[Series]) -> None:
+        """Show ``series`` (one row each) instead."""
+        resize = len(series) != len(self.series)
+        self.series = list(series)
+        self.refresh(layout=resize)
 
-    def set_data(self, completed: Sequence[float], failed: Sequence[float]) -> None:
-        """Show the per-minute counts (oldest first)."""
-        self.completed, self.failed = list(completed), list(failed)
-        ok, bad = self.query(Sparkline)
-        ok.data = list(completed)
-        bad.data = list(failed)
-        self.query_one(".ok-total", Static).update(f"{sum(completed):.0f} completed")
-        self.query_one(".bad-total", Static).update(f"{sum(failed):.0f} failed")
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.series)
+
+    def bar_width(self, width: int | None = None) -> int:
+        """Columns left for the bars in a row ``width`` wide (the widget's own by default)."""
+        total = self.content_size.width if width is None else width
+        fixed = self.title_width + self.label_width + self.figure_width
+        gaps = sum(1 for w in (self.title_width, self.label_width, self.figure_width) if w)
+        return max(0, total - fixed - gaps)
+
+    def lines(self, width: int | None = None) -> list[str]:
+        """The rows as plain text (what the widget shows, without colour)."""
+        return [line.plain for line in self._rows(width, styled=False)]
+
+    def render(self) -> Text:
+        return Text("\n").join(self._rows(None, styled=True))
+
+    def _rows(self, width: int | None, *, styled: bool) -> list[Text]:
+        def style(part: str) -> Style:
+            return self.get_component_rich_style(f"series-plot--{part}") if styled else Style()
+
+        room = self.bar_width(width)
+        rows = []
+        for i, s in enumerate(self.series):
+            row = Text(no_wrap=True, overflow="ellipsis")
+            if self.title_width:
+                title = self.title if i == 0 else ""
+                if len(title) > self.title_width:
+                    title = title[: self.title_width - 1] + "\u2026"
+                row.append(title.ljust(self.title_width) + " ", style("title"))
+            if self.label_width:
+                row.append(s.label[: self.label_width].ljust(self.label_width) + " ",
+                           style("label"))
+            row.append(bars(s.values, room), style(s.tone if s.tone in TONES else "ok"))
+            if self.figure_width:
+                row.append(" " + s.figure[: self.figure_width].rjust(self.figure_width),
+                           style("figure"))
+            rows.append(row)
+        return rows

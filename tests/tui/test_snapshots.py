@@ -62,7 +62,7 @@ def test_view_snapshot(view: str, demo_url: str, snap_compare: Any) -> None:
         db.dispose()
 
 
-@pytest.mark.parametrize("view", ["overview", "jobs"])
+@pytest.mark.parametrize("view", list(VIEW_KEYS))
 def test_small_terminal_snapshot(view: str, demo_url: str, snap_compare: Any) -> None:
     db = connect_database(demo_url)
     try:
