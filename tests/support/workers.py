@@ -67,12 +67,31 @@ def charge(args: Charge, job: Job) -> None:
     SEEN.append(("charge", args))
 
 
-@registry.worker("leaky")
-def leaky(args: dict[str, Any], job: Job) -> None:
-    raise RuntimeError(
+#: What ``leaky`` fails with, chosen by its ``leak`` arg: the seed's example first, then each
+#: other secret shape that redaction must catch end to end.
+LEAKS = {
+    "seed_url": (
         "charge failed for https://deploy:not-a-password@api.example.com/v1/charges"
         "?token=not-a-token"
-    )
+    ),
+    "bearer_token": (
+        "charge failed: api.example.com/v1/charges answered 401 to "
+        "Authorization: Bearer not-a-bearer-token"
+    ),
+    "key_value_pairs": (
+        "charge failed: api.example.com/v1/charges refused password=not-a-password "
+        "secret=not-a-secret api_key=not-an-api-key"
+    ),
+    "postgresql_url": (
+        "charge failed: could not connect to "
+        "postgresql://deploy:not-a-db-password@db.internal:5432/charges"
+    ),
+}
+
+
+@registry.worker("leaky")
+def leaky(args: dict[str, Any], job: Job) -> None:
+    raise RuntimeError(LEAKS[args.get("leak", "seed_url")])
 
 
 @registry.worker("chatty")
