@@ -4,7 +4,8 @@ On PostgreSQL the role is made by running the README's own SQL (names swapped fo
 schema and a unique role name); on SQLite the same database file is opened read-only
 (``?mode=ro&uri=true``). Connected that way, ``kickside-tui --read-only`` shows every view and
 every read command works; every action command fails with one line and a documented exit
-code, and leaves the database exactly as it was.
+code, and leaves the database exactly as it was. Without ``--read-only`` the dashboard offers
+its actions, and taking one shows a one-line permission-denied notice instead of crashing.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
+from textual.widgets import DataTable
 from typer.testing import CliRunner, Result
 
 from kickside_engine import Database
 from kickside_tui import app as tui
 from kickside_tui.app import KicksideApp
 from kickside_tui.screens.base import ViewScreen
+from kickside_tui.screens.confirm import ConfirmScreen
 from kickside_tui.widgets.chrome import VIEWS, Banner
 
 from ..conftest import PG_URL, Target
 from ..support.processes import ROOT
-from ..tui.fixtures import settle, wait_until
+from ..tui.fixtures import make_app, settle, wait_until
 from .commands import ACTIONS, READS, seed
 from .test_audit_coverage import cli, one_error_line, snapshot
 
@@ -130,6 +133,70 @@ def test_the_dashboard_shows_every_view_for_a_role_that_may_only_read(
     finally:
         app.adapter.db.dispose()
     assert snapshot(db) == before
+
+
+def test_a_dashboard_action_without_read_only_says_permission_denied_and_writes_nothing(
+    db: Database, reader: Target
+) -> None:
+    seeded = seed(db)
+    before = snapshot(db)
+    reader_db = reader.open()
+    app = make_app(reader_db)  # not read-only: the actions are offered, the database refuses
+    notices: list[tuple[str, str]] = []
+    real_notify = app.notify
+
+    def notify(message: str, **options: Any) -> None:
+        notices.append((message, str(options.get("severity", "information"))))
+        real_notify(message, **options)
+
+    app.notify = notify  # type: ignore[method-assign]
+
+    def select(table_id: str, key: str) -> None:
+        table: DataTable[Any] = app.screen.query_one(table_id, DataTable)
+        table.move_cursor(row=table.get_row_index(key))
+
+    async def refused(pilot: Any, key: str, *, confirm: bool = False) -> None:
+        """Press ``key``, say yes when asked: one error notice saying permission denied."""
+        seen = len(notices)
+        view = app.screen
+        assert isinstance(view, ViewScreen)
+        loaded = view.loaded
+        await pilot.press(key)
+        if confirm:
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
+            await pilot.press("y")
+        await wait_until(pilot, lambda: len(notices) > seen, f"the notice after {key!r}")
+        await settle(pilot)
+        ((message, severity),) = notices[seen:]
+        assert severity == "error" and "permission denied" in message, (key, message)
+        assert "\n" not in message and "Traceback" not in message, message
+        assert READER_PASSWORD not in message
+        assert app.screen is view, "the dashboard carries on, on the same view"
+        # ...and still reads: the reload after the action worked.
+        await wait_until(pilot, lambda: view.loaded > loaded, "the reload after the action")
+        assert not view.query_one(Banner).shown
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            await settle(pilot)
+            select("#jobs", str(seeded.wake))
+            await refused(pilot, "w")
+            select("#jobs", str(seeded.cancel))
+            await refused(pilot, "c", confirm=True)
+            await pilot.press("7")
+            await settle(pilot)
+            select("#queues", "audited")
+            await refused(pilot, "r")
+            select("#queues", "default")
+            await refused(pilot, "p", confirm=True)
+        assert app.return_code in (None, 0)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        reader_db.dispose()
+    assert snapshot(db) == before, "a refused dashboard action wrote something"
 
 
 def test_readme_grants_read_access_and_nothing_more() -> None:
