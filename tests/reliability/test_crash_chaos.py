@@ -45,6 +45,8 @@ KILLS = int(os.environ.get("KICKSIDE_CHAOS_KILLS", "3"))
 SEED = int(os.environ.get("KICKSIDE_CHAOS_SEED") or random.SystemRandom().randrange(1 << 32))
 LEASE_SECONDS = 3
 EXECUTORS = 3
+#: Jobs kept waiting before each kill (about three seconds of the four pools' work).
+TOP_UP = 300
 
 
 class Pools:
@@ -87,6 +89,29 @@ class Pools:
         return [stop(p) for p in [*self.steady, self.victim]]
 
 
+class Backlog:
+    """The chaos jobs: :data:`JOBS` at the start, then more whenever few are left waiting
+    before a kill (``enqueued`` counts them all)."""
+
+    def __init__(self, db: Database, log: Path, rng: random.Random) -> None:
+        self.db, self.log, self.rng = db, log, rng
+        self.enqueued = 0
+
+    def add(self, n: int) -> None:
+        jobs = [
+            JobBuilder("chaos", {"log": str(self.log), "ms": self.rng.randint(20, 150)})
+            for _ in range(n)
+        ]
+        enqueue_many(self.db, jobs)
+        self.enqueued += n
+
+    def top_up(self) -> bool:
+        """Add :data:`TOP_UP` jobs when fewer than that are waiting; always True."""
+        if state_counts(self.db).get("available", 0) < TOP_UP:
+            self.add(TOP_UP)
+        return True
+
+
 def _started_by(log: Path, ppid: int) -> bool:
     if not log.exists():
         return False
@@ -100,25 +125,26 @@ def test_kill_9_chaos_loses_nothing_and_never_runs_a_job_twice_at_once(
     rng = random.Random(SEED)
     tag = f"[seed {SEED}]"
     log = tmp_path / "executions.log"
-    enqueue_many(
-        pg_db,
-        [JobBuilder("chaos", {"log": str(log), "ms": rng.randint(20, 150)}) for _ in range(JOBS)],
-    )
+    backlog = Backlog(pg_db, log, rng)
+    backlog.add(JOBS)
     pools = Pools(pg_target, tmp_path)
     try:
         for _ in range(KILLS):
-            # A random moment while the victim is at work (a restart takes seconds here).
+            # A random moment while the victim is at work (a restart takes seconds here). The
+            # backlog is topped up first, so on a slow machine the steady pools cannot finish
+            # the work before the kills land.
             victim = pools.victim
             wait_for(
-                lambda v=victim: _started_by(log, v.pid),  # type: ignore[misc]
+                lambda v=victim: backlog.top_up() and _started_by(log, v.pid),  # type: ignore[misc]
                 60,
                 f"the victim running jobs {tag}",
             )
             time.sleep(rng.uniform(0.05, 1.5))
             pools.kill_victim(whole_group=rng.random() < 0.5)
-        assert state_counts(pg_db).get("completed", 0) < JOBS, f"kills came too late {tag}"
+        total = backlog.enqueued
+        assert state_counts(pg_db).get("completed", 0) < total, f"kills came too late {tag}"
         wait_for(
-            lambda: state_counts(pg_db) == {"completed": JOBS},
+            lambda: state_counts(pg_db) == {"completed": total},
             180,
             f"every job completed {tag}",
         )
@@ -127,7 +153,7 @@ def test_kill_9_chaos_loses_nothing_and_never_runs_a_job_twice_at_once(
     assert codes == [0, 0, 0, 0], tag
 
     jobs = load_history(pg_db)
-    assert len(jobs) == JOBS, tag
+    assert len(jobs) == total, tag
     assert history_problems(jobs) == [], tag
     assert overlapping_runs(jobs) == [], tag
     executions = read_executions(log)
@@ -152,6 +178,6 @@ def test_kill_9_chaos_loses_nothing_and_never_runs_a_job_twice_at_once(
     assert interrupted and all(r.node in pools.killed_nodes for r in interrupted), tag
     assert find_inconsistencies(pg_db) == [], tag
     print(
-        f"chaos: {JOBS} jobs, {KILLS} kills, {len(interrupted)} interrupted runs, "
+        f"chaos: {total} jobs, {KILLS} kills, {len(interrupted)} interrupted runs, "
         f"{len(extra)} extra executions"
     )
