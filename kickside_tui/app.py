@@ -10,7 +10,6 @@ it shows a banner and retries with capped exponential backoff (:mod:`kickside_tu
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 import time
@@ -30,6 +29,7 @@ from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
 from kickside_engine.listen import Subscription
 from kickside_engine.plugins.cron import Recurring
 from kickside_tui.adapter import Adapter
+from kickside_tui.quiet_logs import kickside_logs_off_the_screen
 from kickside_tui.reconnect import Reconnect
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.screens.capacity import CapacityScreen
@@ -276,8 +276,6 @@ def run(
     ] = None,
 ) -> None:
     """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health."""
-    logging.getLogger("kickside").addHandler(logging.NullHandler())
-    logging.getLogger("kickside").propagate = False  # log lines would tear the screen
     try:
         db = connect_database(database_url, schema=schema)
         entries = load_schedule(schedule) if schedule else []
@@ -286,7 +284,8 @@ def run(
         raise typer.Exit(exc.exit_code) from None
     try:
         adapter = Adapter(db, read_only=read_only, schedule=entries, demo_schedule=not schedule)
-        KicksideApp(adapter, refresh_seconds=refresh).run()
+        with kickside_logs_off_the_screen():
+            KicksideApp(adapter, refresh_seconds=refresh).run()
     finally:
         db.dispose()
 

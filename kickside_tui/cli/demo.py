@@ -42,14 +42,13 @@ def run_demo(ctx: typer.Context, seconds: float | None, dashboard: bool, seed: i
     demo.start()
     try:
         if dashboard:
-            import logging
-
             from kickside_tui.adapter import Adapter
             from kickside_tui.app import KicksideApp
             from kickside_tui.demo.workload import SCHEDULE
+            from kickside_tui.quiet_logs import kickside_logs_off_the_screen
 
-            logging.getLogger("kickside").propagate = False  # log lines would tear the screen
-            KicksideApp(Adapter(db, schedule=SCHEDULE)).run()
+            with kickside_logs_off_the_screen():
+                KicksideApp(Adapter(db, schedule=SCHEDULE)).run()
         else:
             deadline = time.monotonic() + seconds if seconds else None
             while deadline is None or time.monotonic() < deadline:

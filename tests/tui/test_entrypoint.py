@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,26 @@ def test_options_and_environment_configure_the_app(
     assert app.read_only and app.refresh_seconds == 2.5
     assert list(app.adapter.schedule) == SCHEDULE
     assert str(tmp_path / "k.sqlite3") in app.adapter.describe()
+
+
+def test_the_dashboard_keeps_log_lines_off_its_screen_and_puts_logging_back_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger = logging.getLogger("kickside")
+    mine = logging.StreamHandler()
+    monkeypatch.setattr(logger, "handlers", [mine])
+    monkeypatch.setattr(logger, "propagate", True)
+    while_running: list[tuple[list[logging.Handler], bool]] = []
+
+    def run(self: KicksideApp, *args: Any, **kwargs: Any) -> None:
+        while_running.append((list(logger.handlers), logger.propagate))
+
+    monkeypatch.setattr(KicksideApp, "run", run)
+    result = CliRunner().invoke(cli, ["--database-url", f"sqlite:///{tmp_path / 'k.sqlite3'}"])
+    assert result.exit_code == 0, result.output
+    ((handlers, propagate),) = while_running
+    assert not propagate and all(isinstance(h, logging.NullHandler) for h in handlers)
+    assert logger.handlers == [mine] and logger.propagate  # as the host had it
 
 
 def test_bad_configuration_exits_with_a_message(
