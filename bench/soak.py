@@ -40,6 +40,7 @@ RESULTS_DIR = ROOT / "bench" / "results"
 URL_ENV = "KICKSIDE_BENCH_DATABASE_URL"
 READY_TIMEOUT_S = 240.0
 UNFINISHED = ("available", "scheduled", "executing", "retryable")
+FINISHED = ("completed", "discarded", "cancelled")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -307,6 +308,7 @@ class Soak:
             "backlog": backlog,
             "executing": states.get("executing", 0),
             "job_rows": sum(states.values()),
+            "retained_rows": sum(states.get(s, 0) for s in FINISHED),
             "run_rows": runs,
             "dead_rows": dead_rows(self.db),
             "rss_mb": rss,
