@@ -27,13 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kickside_engine.notify import channel_name, local_signal
+from kickside_engine.reconnect import RetryDelays
 from kickside_engine.store.database import Database
 
 log = logging.getLogger("kickside.listen")
 
-#: Reconnection backoff after a lost connection: first delay, growth factor and ceiling.
-RETRY_FIRST_S = 0.1
-RETRY_MAX_S = 5.0
 _POLL_S = 0.25
 
 
@@ -88,13 +86,13 @@ class Subscription:
         return conn
 
     def _run(self) -> None:
-        delay = RETRY_FIRST_S
+        retry = RetryDelays()
         while not self._stop.is_set():
             conn = None
             try:
                 conn = self._connect()
                 self.connected.set()
-                delay = RETRY_FIRST_S
+                retry.succeeded()
                 while not self._stop.is_set():
                     for notification in conn.notifies(timeout=_POLL_S):
                         self._deliver(notification.payload)
@@ -102,9 +100,9 @@ class Subscription:
                 self.connected.clear()
                 if self._stop.is_set():
                     break
+                delay = retry.failed()
                 log.warning("listen: connection lost, retrying in %.1fs: %s", delay, exc)
                 self._stop.wait(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
             finally:
                 if conn is not None:
                     with contextlib.suppress(Exception):
@@ -115,7 +113,8 @@ def listen(db: Database, callback: Callable[[str], None]) -> Subscription:
     """Call ``callback(payload)`` for every notification of ``db``'s schema until stopped.
 
     On PostgreSQL a daemon thread holds a connection of its own that LISTENs, reconnecting
-    with backoff (0.1 s doubling to 5 s) whenever it is lost; notifications sent while it is
+    with backoff (0.1 s doubling to 5 s, jittered: :mod:`kickside_engine.reconnect`) whenever
+    it is lost; notifications sent while it is
     down are lost, so treat one as "look again", never as the only way to learn of a change.
     The callback runs on that thread (keep it short; hand work to your own loop). On SQLite
     it runs on the thread that woke this process's pools. See the module for the payloads.

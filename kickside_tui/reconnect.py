@@ -6,7 +6,9 @@ next try ``base`` seconds off (the refresh interval), and each scheduled try tha
 the delay, up to ``cap`` seconds (never less than ``base``); each delay is shortened by up to
 ``jitter`` of itself at random, so that dashboards which lost one database together do not all
 come back in step. A load that fails in between (a key, a view switch) leaves the schedule as
-it is. The first load that works resets it.
+it is. The first load that works resets it. The schedule itself is the engine's
+(:mod:`kickside_engine.reconnect`), which pools and listeners follow too; the dashboard's
+differs in its base (the refresh interval) and cap.
 """
 
 from __future__ import annotations
@@ -15,17 +17,12 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from kickside_engine.reconnect import backoff_seconds, jittered
+
 #: The longest the dashboard waits between two tries (unless the refresh interval is longer).
 RECONNECT_CAP_SECONDS = 15.0
 #: A retry comes up to this fraction of its delay early.
 RECONNECT_JITTER = 0.2
-
-
-def backoff_seconds(step: int, base_seconds: float, cap_seconds: float) -> float:
-    """The ``step``-th delay of the schedule (1: the first), before jitter."""
-    cap = max(cap_seconds, base_seconds)
-    exponent = min(max(step, 1) - 1, 32)  # 2**32 times any base is past any cap
-    return min(base_seconds * 2.0**exponent, cap)
 
 
 @dataclass
@@ -63,7 +60,7 @@ class Reconnect:
             return None
         self.due = False
         nominal = backoff_seconds(len(self.delays) + 1, base_seconds, self.cap_seconds)
-        delay = nominal * (1.0 - self.jitter * self.rng.random())
+        delay = jittered(nominal, self.jitter, self.rng)
         self.delays.append(delay)
         self.retry_at = time.monotonic() + delay
         return delay

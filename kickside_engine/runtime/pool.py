@@ -40,6 +40,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, 
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.models import ClaimedJob
 from kickside_engine.notify import local_signal
+from kickside_engine.reconnect import RetryDelays
 from kickside_engine.redact import redact_text
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
@@ -161,7 +162,7 @@ class WorkerPool:
         self._claim_wanted = True
         self._next_poll = 0.0
         self._next_beat = 0.0
-        self._db_backoff = 0.0
+        self._db_retry = RetryDelays()
         self._keyed_found: dict[str, bool] = {}
         self._keyed_probe_at: dict[str, float] = {}
         #: Runs turns while executors are busy (see :meth:`_flush_and_claim`).
@@ -765,11 +766,9 @@ class WorkerPool:
             self._handle_events()
             self._timers()
             self._flush_and_claim()
-            self._db_backoff = 0.0
+            self._db_retry.succeeded()
         except (KicksideError, DBAPIError) as exc:
-            self._db_backoff = min(max(self._db_backoff * 2, 0.1), 5.0)
-            # Up to a fifth early, so that pools which lost one database together retry apart.
-            wait = self._db_backoff * random.uniform(0.8, 1.0)
+            wait = self._db_retry.failed()
             log.error(
                 "database unavailable, retrying in %.1fs: %s",
                 wait,

@@ -15,7 +15,9 @@ from kickside_engine.control import Actor, pause_queue
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.notify import channel_name
 
-from ..conftest import Target
+from ..conftest import PG_URL, Target
+from ..support.retry_log import assert_backs_off, retry_log
+from ..support.tcp_proxy import Proxy
 
 TIMEOUT = 15.0
 
@@ -136,3 +138,36 @@ def test_on_sqlite_this_processs_own_wakes_are_delivered(
     subscribe(inbox)
     enqueue(db, JobBuilder("ok", {}).queue("local"))
     inbox.wait_for("local")
+
+
+def test_a_subscription_cut_off_backs_off_and_starts_over_once_back(
+    db: Database, target: Target
+) -> None:
+    """Cut off (through a proxy that refuses connections), a subscription retries after 0.1 s,
+    0.2 s, 0.4 s... waiting each delay out; back, it hears notifications again, and the next
+    outage starts the schedule over from 0.1 s."""
+    if not db.is_postgresql:
+        pytest.skip("SQLite has no connection to lose")
+    proxy = Proxy.for_url(PG_URL)
+    behind = Target("postgresql", proxy.url(target.url), target.schema).open()
+    inbox = Inbox()
+    with retry_log("kickside.listen", "listen: connection lost") as retries:
+        sub = listen(behind, inbox)
+        try:
+            assert sub.connected.wait(TIMEOUT), "the subscription never connected"
+            proxy.down()
+            _eventually(lambda: len(retries.since(0)) >= 6, "six retries")
+            assert_backs_off(retries.since(0)[:6])
+            proxy.up()
+            assert sub.connected.wait(TIMEOUT), "the subscription never reconnected"
+            enqueue(db, JobBuilder("ok", {}).queue("back"))
+            inbox.wait_for("back")
+            seen = len(retries.since(0))
+            proxy.down()
+            _eventually(lambda: len(retries.since(seen)) >= 3, "three retries")
+            assert_backs_off(retries.since(seen)[:3])  # from 0.1 s again
+        finally:
+            proxy.up()
+            sub.stop()
+            proxy.close()
+            behind.dispose()
