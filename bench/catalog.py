@@ -18,6 +18,7 @@ from bench.workloads.enqueue import (
     BULK_JOBS,
     SINGLE_JOBS,
     bulk_enqueue,
+    bulk_enqueue_builders,
     bulk_enqueue_copy,
     single_enqueue,
 )
@@ -41,7 +42,13 @@ class Workload:
 
 
 WORKLOADS: tuple[Workload, ...] = (
-    Workload("bulk_enqueue", "1 bulk enqueue (enqueue_many)", BOTH, bulk_enqueue),
+    Workload("bulk_enqueue", "1 bulk enqueue (enqueue_fanout)", BOTH, bulk_enqueue),
+    Workload(
+        "bulk_enqueue_builders",
+        "1c bulk enqueue of builders (enqueue_many)",
+        BOTH,
+        bulk_enqueue_builders,
+    ),
     Workload(
         "bulk_enqueue_copy",
         "1b bulk enqueue, raw COPY of prebuilt rows",

@@ -157,6 +157,14 @@ def _rows() -> list[Row]:
             True,
         ),
         Row(
+            "1c",
+            "bulk enqueue of builders (enqueue_many, any mix of jobs)",
+            "bulk_enqueue_builders",
+            "jobs_per_s",
+            "jobs/s",
+            True,
+        ),
+        Row(
             "2",
             "single enqueue",
             "single_enqueue",
@@ -299,6 +307,8 @@ def _rows() -> list[Row]:
     ]
     for number, title, workload, name, unit, higher in (
         ("8", "SQLite: bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True),
+        ("8", "SQLite: bulk enqueue of builders", "bulk_enqueue_builders", "jobs_per_s", "jobs/s",
+         True),
         ("8", "SQLite: single enqueue", "single_enqueue", "jobs_per_s", "jobs/s", True),
         ("8", "SQLite: drain, 1 pool", "drain", "jobs_per_s", "jobs/s", True),
         ("8", "SQLite: latency p50 (pool polls)", "latency", "p50_ms", "ms", False),

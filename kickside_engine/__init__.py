@@ -16,7 +16,7 @@ from kickside_engine.api import (
 )
 from kickside_engine.backoff import Backoff
 from kickside_engine.config import DatabaseConfig, resolve_database_config
-from kickside_engine.enqueue import JobBuilder, enqueue, enqueue_many
+from kickside_engine.enqueue import JobBuilder, enqueue, enqueue_fanout, enqueue_many
 from kickside_engine.errors import (
     ConfigurationError,
     ConflictError,
@@ -102,6 +102,7 @@ __all__ = [
     "disable_slot",
     "enable_slot",
     "enqueue",
+    "enqueue_fanout",
     "enqueue_many",
     "fail",
     "get_job",

@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -31,6 +31,7 @@ from kickside_engine.ids import uuid7
 from kickside_engine.models import JOB_STATES_BY_VALUE, Inserted, JobKind, JobState
 from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.redact import redact_value
+from kickside_engine.store.copy_text import copy_text, encode_json, escape
 from kickside_engine.store.database import Database
 from kickside_engine.store.tables import Tables
 from kickside_engine.text import require_storable_json, require_text
@@ -196,7 +197,7 @@ def _max_attempts(value: Any) -> int:
 
 
 #: One encoder for every row (``json.dumps`` with options builds a new one per call).
-_encode_json = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+_encode_json = encode_json
 
 
 def _json_object(value: Mapping[str, Any], field_name: str) -> dict[str, Any]:
@@ -215,6 +216,14 @@ def _identity_part(value: Any, field_name: str) -> str:
     return require_text(value, field_name)
 
 
+def _stored_args(args: Any) -> dict[str, Any]:
+    """``args`` as stored: checked to be a JSON object with string keys, redacted."""
+    if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+        raise InvalidArgumentError("args must be a JSON object with string keys")
+    # An empty object has nothing to redact or check: skip the JSON round trip (the usual case).
+    return _json_object(redact_value(args), "args") if args else {}  # type: ignore[arg-type]
+
+
 def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
     """Validate ``opts`` and build the ``kickside_job`` row to insert at ``now``."""
     worker = validate_name(opts.worker, "worker")
@@ -223,10 +232,7 @@ def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
         raise InvalidArgumentError(f"priority must be an integer, got {opts.priority!r}")
     priority = min(9, max(0, opts.priority))
     max_attempts = _max_attempts(opts.max_attempts)
-    if not isinstance(opts.args, dict) or not all(isinstance(k, str) for k in opts.args):
-        raise InvalidArgumentError("args must be a JSON object with string keys")
-    # An empty object has nothing to redact or check: skip the JSON round trip (the usual case).
-    args = _json_object(redact_value(opts.args), "args") if opts.args else {}  # type: ignore[arg-type]
+    args = _stored_args(opts.args)
     meta = {} if opts.meta == {} else _json_object(dict(opts.meta), "meta")
     tags: list[str] = []
     for tag in opts.tags:
@@ -448,16 +454,110 @@ def enqueue_many(
     """
     now = ensure_aware(now, "now") if now is not None else utcnow()
     for builder in jobs:
-        if builder.options.unique is not None:
-            raise InvalidArgumentError(
-                f"enqueue_many refuses unique jobs ({builder.options.worker}): "
-                "insert them one by one"
-            )
-        if builder.options.kind is JobKind.SLOT or builder.options.identity_key is not None:
-            raise InvalidArgumentError("enqueue_many refuses slot and identity jobs")
+        _refuse_in_bulk(builder.options, "enqueue_many")
     if not jobs:
         return []
-    if conn is None and db.is_postgresql and len(jobs) >= COPY_FROM_ROWS:
+    return _insert_built(
+        db, len(jobs), (lambda: (build_row(b.options, now) for b in jobs)), conn
+    )
+
+
+def enqueue_fanout(
+    db: Database,
+    template: JobBuilder,
+    args: Sequence[Any],
+    *,
+    conn: Connection | None = None,
+    now: datetime | None = None,
+) -> list[Inserted]:
+    """Insert one job per element of ``args``, every other option taken from ``template``.
+
+    The fastest way to enqueue many jobs of one kind (send this mail to 10,000 users): the
+    template's options are validated once, and each job only adds its id and its args (each
+    checked and redacted like any job's). Otherwise exactly ``enqueue_many`` of
+    ``template`` with each args: the same refusals (unique, slot and identity jobs), the same
+    rows, all or nothing. Returns the inserted jobs in the order of ``args``.
+    """
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    _refuse_in_bulk(template.options, "enqueue_fanout")
+    if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Sequence):
+        raise InvalidArgumentError(
+            f"enqueue_fanout takes a list of args objects, got {type(args).__name__}"
+        )
+    if not args:
+        return []
+    base = build_row(replace(template.options, args={}), now)
+    if db.is_postgresql and len(args) >= COPY_FROM_ROWS:
+        return _copy_fanout(db, base, args, conn)
+
+    def built() -> Iterator[dict[str, Any]]:
+        for one in args:
+            row = base.copy()
+            row["id"] = uuid7()
+            row["args"] = _stored_args(_args_dict(one))
+            yield row
+
+    return _insert_built(db, len(args), built, conn)
+
+
+#: Lines a fan-out hands COPY at a time.
+_FANOUT_CHUNK = 1_000
+
+
+def _copy_fanout(
+    db: Database, base: dict[str, Any], args: Sequence[Any], conn: Connection | None
+) -> list[Inserted]:
+    """COPY one line per args: the id, the args, then ``base``'s other values formatted once
+    (NULL columns left out, NULL anyway). Streams in a transaction of its own; in the caller's,
+    every args is validated before anything is written, so that transaction stays usable."""
+    shared = [c for c, v in base.items() if c not in ("id", "args") and v is not None]
+    suffix = "".join("\t" + copy_text(base[c]) for c in shared) + "\n"
+    ids: list[uuid.UUID] = []
+
+    def lines() -> Iterator[str]:
+        for one in args:
+            stored = _stored_args(_args_dict(one))
+            id_ = uuid7()
+            ids.append(id_)
+            yield f"{id_}\t{escape(_encode_json(stored)) if stored else '{}'}{suffix}"
+
+    table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
+    names = ", ".join(f'"{c}"' for c in ("id", "args", *shared))
+
+    def write(into: Connection, stream: Iterator[str]) -> None:
+        driver: Any = into.connection.driver_connection
+        with driver.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            while chunk := "".join(itertools.islice(stream, _FANOUT_CHUNK)):
+                copy.write(chunk)
+        _notify_queues(db, into, {base["queue"]})
+
+    if conn is None:
+        with db.begin() as own:
+            write(own, lines())
+    else:
+        write(conn, iter(list(lines())))
+    local_signal(db).wake(base["queue"])
+    state = JOB_STATES_BY_VALUE[base["state"]]
+    return [Inserted(id=id_, duplicate=False, state=state) for id_ in ids]
+
+
+def _refuse_in_bulk(opts: JobOptions, call: str) -> None:
+    if opts.unique is not None:
+        raise InvalidArgumentError(
+            f"{call} refuses unique jobs ({opts.worker}): insert them one by one"
+        )
+    if opts.kind is JobKind.SLOT or opts.identity_key is not None:
+        raise InvalidArgumentError(f"{call} refuses slot and identity jobs")
+
+
+def _insert_built(
+    db: Database,
+    count: int,
+    rows: Callable[[], Iterator[dict[str, Any]]],
+    conn: Connection | None,
+) -> list[Inserted]:
+    """Insert the ``count`` rows that ``rows()`` builds (validating each), all or none."""
+    if conn is None and db.is_postgresql and count >= COPY_FROM_ROWS:
         # Each row is built while COPY streams the ones before it: the server inserts while
         # the client validates. A bad job aborts the COPY, and the transaction rolls back.
         # Only what the result needs is kept of each row: the rest is freed as it is sent
@@ -465,8 +565,7 @@ def enqueue_many(
         kept: list[tuple[uuid.UUID, str, str]] = []
 
         def built() -> Iterator[dict[str, Any]]:
-            for builder in jobs:
-                row = build_row(builder.options, now)
+            for row in rows():
                 kept.append((row["id"], row["state"], row["queue"]))
                 yield row
 
@@ -476,13 +575,13 @@ def enqueue_many(
             _notify_queues(db, own, queues)
     else:
         # A caller's transaction must stay usable after a bad job: validate them all first.
-        rows = [build_row(builder.options, now) for builder in jobs]
+        listed = list(rows())
         if conn is None:
             with db.begin() as own:
-                _insert_rows(db, own, rows)
+                _insert_rows(db, own, listed)
         else:
-            _insert_rows(db, conn, rows)
-        kept = [(r["id"], r["state"], r["queue"]) for r in rows]
+            _insert_rows(db, conn, listed)
+        kept = [(r["id"], r["state"], r["queue"]) for r in listed]
         queues = {queue for _, _, queue in kept}
     signal = local_signal(db)
     for queue in queues:
