@@ -172,6 +172,9 @@ class WorkerPool:
         self.leases = LeaseKeeper(db, self.node, config.lease)
         self.stats: Counter[str] = Counter()
         self.ready = threading.Event()
+        #: The unexpected error that ended :meth:`run` (a bug), if one did; :meth:`stop` raises
+        #: it for a pool run on a thread.
+        self.error: BaseException | None = None
         self.version = config.code_version or (
             code_version(config.app) if config.mode == "thread" else "pending"
         )
@@ -814,6 +817,11 @@ class WorkerPool:
                 self._wait()
                 self._step()
             self._drain()
+        except BaseException as exc:
+            self.error = exc
+            log.exception("pool stopped by an unexpected error; its jobs go to the Lifeline now")
+            self._abandon()
+            raise
         finally:
             if self._store is not None:
                 self._store.shutdown(wait=True)  # a turn in flight finishes its statement
@@ -857,16 +865,45 @@ class WorkerPool:
                 self.leases.expire_now(abandoned)
             log.warning("shutdown left jobs to the Lifeline", extra={"count": len(abandoned)})
 
+    def _abandon(self) -> None:
+        """After an unexpected error: stop every execution and end the leases this pool holds,
+        so that the Lifeline (of any pool) rescues the jobs now rather than at lease expiry."""
+        held = [ex.running.lease_token for ex in self.executors if ex.running is not None]
+        held += [claimed.lease_token for claimed in self.buffer]
+        for ex in list(self.executors):
+            if ex.running is not None:
+                with contextlib.suppress(Exception):
+                    self._retire(ex, kill=True)
+        if held:
+            with contextlib.suppress(Exception):
+                self.leases.expire_now(held)
+
     def start(self) -> None:
         """Run the pool on a background thread (embedding); returns once it is ready."""
         self._thread = threading.Thread(
-            target=self.run, name=f"kickside-pool-{self.node}", daemon=True
+            target=self._run_on_thread, name=f"kickside-pool-{self.node}", daemon=True
         )
         self._thread.start()
         self.ready.wait(60)
 
+    def _run_on_thread(self) -> None:
+        with contextlib.suppress(BaseException):  # logged, kept in self.error, raised by stop()
+            self.run()
+
     def stop(self, timeout: float | None = None) -> None:
-        """Stop a pool started with :meth:`start` and wait for it."""
+        """Stop a pool started with :meth:`start` and wait for it.
+
+        Raises :class:`PoolFailedError` if the pool had already stopped on an unexpected error
+        (see :attr:`error`): an embedding application learns its pool is gone.
+        """
         self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout)
+        if self.error is not None:
+            raise PoolFailedError(f"the pool stopped on an unexpected error: {self.error!r}") from (
+                self.error
+            )
+
+
+class PoolFailedError(RuntimeError):
+    """A pool run on a thread stopped on an unexpected error (its :attr:`WorkerPool.error`)."""
