@@ -1,5 +1,8 @@
 """`kickside cron --app MODULE`: the application's schedule, next and last runs.
 
+Without ``--app`` it shows the demo's schedule over a database that ``kickside demo`` filled
+(as the dashboard does), and otherwise says to pass ``--app``.
+
 The schedule lives in code, not in the database: the command imports ``MODULE`` (from the
 current directory, like ``kickside worker``) and reads its ``SCHEDULE``, a sequence of
 :class:`kickside_engine.plugins.cron.Recurring` (``module:attribute`` names another attribute).
@@ -21,6 +24,7 @@ from kickside_tui.cli import output
 from kickside_tui.cli.context import app_spec, handles_errors, now, open_database
 from kickside_tui.cli.documents import short_time
 from kickside_tui.cli.options import JsonOption
+from kickside_tui.demo.marker import filled_by_demo
 
 
 def load_schedule(app: str) -> list[Recurring]:
@@ -47,15 +51,32 @@ def load_schedule(app: str) -> list[Recurring]:
 @handles_errors
 def cron(
     ctx: typer.Context,
-    app: Annotated[str, typer.Option("--app", help="Module with SCHEDULE, a sequence of "
-                                     "Recurring (module or module:attribute).")],
+    app: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="Module with SCHEDULE, a sequence of Recurring (module or module:attribute). "
+            "Without it: the demo's schedule over a database `kickside demo` filled.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show each cron entry: expression, next run, last run and the job it enqueued."""
-    entries = load_schedule(app)
-    statuses = cron_status(open_database(ctx), entries, now())
+    db = open_database(ctx)
+    if app is not None:
+        entries, source = load_schedule(app), app
+    elif filled_by_demo(db):
+        from kickside_tui.demo.workload import SCHEDULE  # the demo's workers load only here
+
+        entries, source = list(SCHEDULE), "the demo (kickside demo filled this database)"
+    else:
+        raise ConfigurationError(
+            "no schedule to show: pass --app MODULE (a schedule lives in the application's "
+            "code; the database records only the runs that fired)"
+        )
+    statuses = cron_status(db, entries, now())
     if as_json:
-        output.emit_json({"entries": statuses})
+        output.emit_json({"source": source, "entries": statuses})
         return
     output.table(
         None,
@@ -67,4 +88,6 @@ def cron(
         ],
     )
     if not statuses:
-        output.note(f"{app} schedules nothing")
+        output.note(f"{source} schedules nothing")
+    elif app is None:
+        output.note(f"schedule: {source}")

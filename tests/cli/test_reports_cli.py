@@ -16,6 +16,7 @@ from kickside_engine.settings import get_settings
 from kickside_engine.testing import drain_jobs
 from kickside_engine.workers import CapacityDeclaration
 from kickside_tui.cli.main import app
+from kickside_tui.demo import marker
 
 from ..conftest import Target
 from ..support.workers import registry
@@ -134,6 +135,23 @@ def test_cron_shows_next_and_last_runs_from_the_app_schedule(
     for app_name in ("tests.cli.test_reports_cli:NOT_A_SCHEDULE", "tests.cli.no_such_module"):
         bad = cli(target, "cron", "--app", app_name)
         assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+
+
+def test_cron_without_app_shows_the_demos_schedule_only_over_the_demos_database(
+    db: Database, target: Target
+) -> None:
+    bare = cli(target, "cron")
+    assert bare.exit_code == 2 and bare.stdout == ""
+    assert bare.stderr.count("\n") == 1 and "--app" in bare.stderr
+    from kickside_tui.demo.workload import SCHEDULE as DEMO
+
+    marker.mark(db, [e.key for e in DEMO], Actor("demo", "host"), utcnow())
+    doc = cli_json(target, "cron")
+    assert doc["source"].startswith("the demo")
+    assert [e["key"] for e in doc["entries"]] == [e.key for e in DEMO]
+    human = cli(target, "cron")
+    assert human.exit_code == 0 and DEMO[0].key in human.stdout
+    assert "schedule: the demo" in human.stderr
 
 
 def test_prune_refuses_without_yes_then_deletes_old_final_jobs(
