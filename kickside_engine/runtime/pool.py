@@ -852,11 +852,8 @@ class WorkerPool:
             self._step()
         with contextlib.suppress(KicksideError, DBAPIError):
             self._collect_turn(wait=True)  # what it claimed is left to the Lifeline below
-        abandoned = [ex.running.lease_token for ex in self.executors if ex.running is not None]
-        abandoned += [claimed.lease_token for claimed in self.buffer]
-        for ex in list(self.executors):
-            if ex.running is not None:
-                self._retire(ex, kill=True)
+        abandoned = self._held_leases()
+        self._kill_running()
         with contextlib.suppress(KicksideError, DBAPIError):
             self._flush_and_claim()
         if abandoned:
@@ -865,15 +862,22 @@ class WorkerPool:
                 self.leases.expire_now(abandoned)
             log.warning("shutdown left jobs to the Lifeline", extra={"count": len(abandoned)})
 
+    def _held_leases(self) -> list[uuid.UUID]:
+        """The lease tokens of every job held here, running or prefetched."""
+        held = [ex.running.lease_token for ex in self.executors if ex.running is not None]
+        return held + [claimed.lease_token for claimed in self.buffer]
+
+    def _kill_running(self) -> None:
+        for ex in list(self.executors):
+            if ex.running is not None:
+                self._retire(ex, kill=True)
+
     def _abandon(self) -> None:
         """After an unexpected error: stop every execution and end the leases this pool holds,
         so that the Lifeline (of any pool) rescues the jobs now rather than at lease expiry."""
-        held = [ex.running.lease_token for ex in self.executors if ex.running is not None]
-        held += [claimed.lease_token for claimed in self.buffer]
-        for ex in list(self.executors):
-            if ex.running is not None:
-                with contextlib.suppress(Exception):
-                    self._retire(ex, kill=True)
+        held = self._held_leases()
+        with contextlib.suppress(Exception):
+            self._kill_running()
         if held:
             with contextlib.suppress(Exception):
                 self.leases.expire_now(held)
