@@ -196,13 +196,11 @@ def _max_attempts(value: Any) -> int:
     return value
 
 
-#: One encoder for every row (``json.dumps`` with options builds a new one per call).
-_encode_json = encode_json
 
 
 def _json_object(value: Mapping[str, Any], field_name: str) -> dict[str, Any]:
     try:
-        encoded = _encode_json(value)
+        encoded = encode_json(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"{field_name} cannot be stored as JSON: {exc}") from None
     require_storable_json(encoded, field_name)
@@ -405,7 +403,7 @@ def _insert_params(db: Database, row: dict[str, Any]) -> dict[str, Any]:
     """The parameters of :func:`_insert_and_notify_sql` for ``row``; JSON goes as text, cast
     by the statement."""
     params = {
-        name: (_encode_json(value) if value else _EMPTY_JSON[key]) if key in _EMPTY_JSON else value
+        name: (encode_json(value) if value else _EMPTY_JSON[key]) if key in _EMPTY_JSON else value
         for (key, value), name in zip(row.items(), _param_names(tuple(row)), strict=True)
     }
     params["p_channel"] = channel_name(db)
@@ -491,13 +489,18 @@ def enqueue_fanout(
         return _copy_fanout(db, base, args, conn)
 
     def built() -> Iterator[dict[str, Any]]:
-        for one in args:
+        for id_, stored in _fanned_out(args):
             row = base.copy()
-            row["id"] = uuid7()
-            row["args"] = _stored_args(_args_dict(one))
+            row["id"], row["args"] = id_, stored
             yield row
 
     return _insert_built(db, len(args), built, conn)
+
+
+def _fanned_out(args: Sequence[Any]) -> Iterator[tuple[uuid.UUID, dict[str, Any]]]:
+    """Each fanned-out job's new id and its args as stored (checked and redacted)."""
+    for one in args:
+        yield uuid7(), _stored_args(_args_dict(one))
 
 
 #: Lines a fan-out hands COPY at a time.
@@ -515,11 +518,9 @@ def _copy_fanout(
     ids: list[uuid.UUID] = []
 
     def lines() -> Iterator[str]:
-        for one in args:
-            stored = _stored_args(_args_dict(one))
-            id_ = uuid7()
+        for id_, stored in _fanned_out(args):
             ids.append(id_)
-            yield f"{id_}\t{escape(_encode_json(stored)) if stored else '{}'}{suffix}"
+            yield f"{id_}\t{escape(encode_json(stored)) if stored else '{}'}{suffix}"
 
     table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
     names = ", ".join(f'"{c}"' for c in ("id", "args", *shared))
@@ -632,5 +633,5 @@ def _copy_rows(db: Database, conn: Connection, rows: Iterable[dict[str, Any]]) -
             values = list(row.values())
             for i in json_at:
                 value = values[i]
-                values[i] = _encode_json(value) if value else ("{}" if value == {} else "[]")
+                values[i] = encode_json(value) if value else ("{}" if value == {} else "[]")
             copy.write_row(values)

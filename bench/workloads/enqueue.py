@@ -15,6 +15,7 @@ engine's own COPY, so the gap to ``bulk_enqueue`` is what building and validatin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench.targets import reset
@@ -56,28 +57,24 @@ def _throughput_runs(ctx: Context, db: Database, name: str, n: int, load: Any) -
 
 def bulk_enqueue(ctx: Context) -> Measurement:
     """``enqueue_fanout`` of 20,000 no-op jobs in one call: jobs/s, median of 3."""
-    n = ctx.count(BULK_JOBS)
-    db = ctx.target.open()
-    try:
-        return _throughput_runs(
-            ctx,
-            db,
-            "bulk_enqueue",
-            n,
-            lambda k: enqueue_fanout(db, JobBuilder("noop"), [{} for _ in range(k)]),
-        )
-    finally:
-        db.dispose()
+    return _bulk(
+        ctx,
+        "bulk_enqueue",
+        lambda db, k: enqueue_fanout(db, JobBuilder("noop"), [{} for _ in range(k)]),
+    )
 
 
 def bulk_enqueue_builders(ctx: Context) -> Measurement:
     """``enqueue_many`` of 20,000 no-op job builders in one call: jobs/s, median of 3."""
+    return _bulk(ctx, "bulk_enqueue_builders", lambda db, k: enqueue_many(db, _builders(k)))
+
+
+def _bulk(ctx: Context, name: str, load: Callable[[Database, int], object]) -> Measurement:
+    """:func:`_throughput_runs` of ``load(db, n)`` for the bulk size, on a fresh handle."""
     n = ctx.count(BULK_JOBS)
     db = ctx.target.open()
     try:
-        return _throughput_runs(
-            ctx, db, "bulk_enqueue_builders", n, lambda k: enqueue_many(db, _builders(k))
-        )
+        return _throughput_runs(ctx, db, name, n, lambda k: load(db, k))
     finally:
         db.dispose()
 

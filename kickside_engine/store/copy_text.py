@@ -16,7 +16,8 @@ from typing import Any
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
-#: JSON as Kickside stores it (no NaN; unicode kept as is).
+#: JSON as Kickside stores it (no NaN; unicode kept as is); one encoder for every row
+#: (``json.dumps`` with options builds a new one per call).
 encode_json = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
 
 
