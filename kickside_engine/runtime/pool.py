@@ -44,7 +44,12 @@ from kickside_engine.reconnect import RetryDelays
 from kickside_engine.redact import redact_text
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
-from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor
+from kickside_engine.runtime.executors import (
+    Executor,
+    ProcessExecutor,
+    ThreadExecutor,
+    receive,
+)
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
 from kickside_engine.store.claims import (
     claim_jobs,
@@ -290,7 +295,7 @@ class WorkerPool:
 
     def _receive(self, ex: Executor) -> None:
         try:
-            message = ex.conn.recv()
+            message = receive(ex.conn)
         except (EOFError, OSError):
             self._executor_died(ex)
             return
@@ -624,9 +629,10 @@ class WorkerPool:
 
     def _dispatchable(self) -> bool:
         """Whether a prefetched job may start now (its queue is under its concurrency)."""
+        # Per queue, not per buffered job: the loop asks this at every wait.
         return any(
-            self.running_by_queue[c.job.queue] < self.config.queues[c.job.queue]
-            for c in self.buffer
+            n > 0 and self.running_by_queue[queue] < self.config.queues[queue]
+            for queue, n in self.buffered_by_queue.items()
         )
 
     def _claim_version(self, idle: list[Executor]) -> str | None:
