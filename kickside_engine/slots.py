@@ -313,23 +313,39 @@ def disable_slot(
     A disabled slot stays disabled (idempotent). A running slot cannot be disabled
     (:class:`ConflictError`, ``details["state"] == "executing"``): disable it after the run.
     """
-    parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now") if now is not None else utcnow()
+    return _move_slot(db, job_id, "disable", JobState.DISABLED, _DISABLE_FROM, {}, now, actor)
+
+
+def _move_slot(
+    db: Database,
+    job_id: uuid.UUID | str,
+    action: str,
+    target: JobState,
+    allowed_from: frozenset[JobState],
+    values: dict[str, Any],
+    now: datetime,
+    actor: Actor | None,
+) -> Job:
+    """An operator's move of a slot to ``target`` (with ``values``) from ``allowed_from``:
+    nothing changes when it is there already, and any other state is a conflict. Audited
+    either way."""
+    parsed = parse_job_id(job_id)
     with db.begin() as conn:
         row = _locked_slot(db, conn, parsed)
         state = JobState(row.state)
-        if state is JobState.DISABLED:
+        if state is target:
             unchanged = job_from_row(row)
-            _audit(conn, db, actor, "disable", unchanged, now, changed=False)
+            _audit(conn, db, actor, action, unchanged, now, changed=False)
             return unchanged
-        if state not in _DISABLE_FROM:
+        if state not in allowed_from:
             raise ConflictError(
-                f"slot {parsed} is {state.value} and cannot be disabled now",
+                f"slot {parsed} is {state.value} and cannot be {target.value} now",
                 details={"state": state.value},
             )
-        disabled = _set(db, conn, parsed, {"state": JobState.DISABLED.value, "updated_at": now})
-        _audit(conn, db, actor, "disable", disabled, now)
-        return disabled
+        moved = _set(db, conn, parsed, {**values, "state": target.value, "updated_at": now})
+        _audit(conn, db, actor, action, moved, now)
+        return moved
 
 
 def enable_slot(
@@ -376,35 +392,9 @@ def park_job(
     parked slot changes nothing. A running slot cannot be parked and a disabled one is enabled
     with :func:`enable_slot` instead (:class:`ConflictError` with ``details["state"]``).
     """
-    parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now") if now is not None else utcnow()
-    with db.begin() as conn:
-        row = _locked_slot(db, conn, parsed)
-        state = JobState(row.state)
-        if state is JobState.PARKED:
-            unchanged = job_from_row(row)
-            _audit(conn, db, actor, "park", unchanged, now, changed=False)
-            return unchanged
-        if state not in _PARK_FROM:
-            raise ConflictError(
-                f"slot {parsed} is {state.value} and cannot be parked now",
-                details={"state": state.value},
-            )
-        parked = _set(
-            db,
-            conn,
-            parsed,
-            {
-                "state": JobState.PARKED.value,
-                "demand_pending": False,
-                "control_pending": False,
-                "attempt": 0,
-                "scheduled_at": now,
-                "updated_at": now,
-            },
-        )
-        _audit(conn, db, actor, "park", parked, now)
-        return parked
+    cleared = {"demand_pending": False, "control_pending": False, "attempt": 0, "scheduled_at": now}
+    return _move_slot(db, job_id, "park", JobState.PARKED, _PARK_FROM, cleared, now, actor)
 
 
 def _audit(
