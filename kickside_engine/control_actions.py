@@ -19,7 +19,7 @@ from sqlalchemy import Connection, delete, select, update
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import ConflictError, NotFoundError
-from kickside_engine.lifecycle import final_values
+from kickside_engine.lifecycle import final_values_of
 from kickside_engine.models import FINAL_STATES, TRANSITIONS, Job, JobState, RunOutcome
 from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.queries import parse_job_id
@@ -73,18 +73,6 @@ def check_action(job: Job, action: str) -> None:
     raise ConflictError(f"cannot {action} job {job.id}: {reason}", details=details)
 
 
-def _final_values(job: Job, target: JobState, now: datetime) -> dict[str, Any]:
-    return final_values(
-        target,
-        now,
-        meta=job.meta,
-        kind=job.kind,
-        namespace=job.namespace,
-        scope=job.scope,
-        identity_key=job.identity_key,
-    )
-
-
 def apply_job_action(
     conn: Connection, db: Database, job: Job, action: str, actor: Actor, now: datetime
 ) -> Job | None:
@@ -107,7 +95,7 @@ def apply_job_action(
         if job.attempt >= job.max_attempts:
             values["max_attempts"] = job.attempt + 1
     else:
-        values.update(_final_values(job, target, now))
+        values.update(final_values_of(job, target, now))
     guard = [table.c.id == job.id, table.c.state == job.state.value]
     token = job.lease_token if job.state is JobState.EXECUTING else None
     if token is not None:

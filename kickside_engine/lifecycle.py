@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, literal_column, or_, true
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, MAX_DELAY, Backoff
-from kickside_engine.models import ClaimedJob, JobKind, JobState, RunOutcome
+from kickside_engine.models import ClaimedJob, Job, JobKind, JobState, RunOutcome
 from kickside_engine.redact import redact_text, truncate
 from kickside_engine.store.outcomes import Settlement
 
@@ -91,8 +91,8 @@ def final_values(
     return values
 
 
-def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any]:
-    job = claimed.job
+def final_values_of(job: Job, state: JobState, now: datetime) -> dict[str, Any]:
+    """:func:`final_values` for ``job`` as read (a settled run's or an operator's)."""
     return final_values(
         state,
         now,
@@ -102,6 +102,10 @@ def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any
         scope=job.scope,
         identity_key=job.identity_key,
     )
+
+
+def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any]:
+    return final_values_of(claimed.job, state, now)
 
 
 def settlement_for(
