@@ -48,6 +48,8 @@ class Database:
         self.dialect: str = dialect
         self.tables: Tables = build_tables(schema)
         self._owns_engine = owns_engine
+        # Rendered once: every enqueue looks up this process's wake signal by it.
+        self._display_url = display_url(engine.url)
 
     @classmethod
     def from_url(
@@ -69,7 +71,7 @@ class Database:
 
     def display_url(self) -> str:
         """The database URL with its password masked."""
-        return display_url(self.engine.url)
+        return self._display_url
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
