@@ -1,9 +1,10 @@
-"""What the numbers were measured on: the machine, its load, the versions, and three pgbench
-baselines: single-row INSERT transactions per second from one client into a trivial table (the
-reference of the single-enqueue target), the same with Kickside's own single-enqueue statement
-into the run's migrated job table (the ceiling for a one-commit enqueue of that row), and
-simple-update transactions per second from 10 clients (what the server sustains for small
-concurrent writing transactions).
+"""What the numbers were measured on: the machine, its load, the versions, and four
+baselines: pgbench's single-row INSERT transactions per second from one client into a trivial
+table (the reference of the single-enqueue target); the same INSERT sent from Python by psycopg,
+the engine's driver (what any Python client reaches for that row); pgbench with Kickside's own
+single-enqueue statement into the run's migrated job table (the ceiling for a one-commit
+enqueue of that row); and pgbench's simple-update transactions per second from 10 clients (what
+the server sustains for small concurrent writing transactions).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import NullPool, create_engine, make_url, text
 
 from bench.targets import reset
 from kickside_engine import Database, JobBuilder
@@ -119,6 +121,14 @@ def pgbench_insert_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]
     """
     if shutil.which("pgbench") is None:
         return {"tps": None, "reason": "pgbench is not installed"}
+    tps, error = _one_client(url, schema, _trivial_insert(url, schema), seconds=seconds)
+    if error or tps is None:
+        return {"tps": None, "reason": error or "pgbench printed no tps"}
+    return {"tps": tps, "clients": 1, "seconds": seconds, "script": "INSERT one row"}
+
+
+def _trivial_insert(url: str, schema: str) -> str:
+    """The trivial table's one-row INSERT (the table is made in ``schema`` if missing)."""
     table = f'"{schema}".bench_pgbench_insert'
     engine = create_engine(url)
     try:
@@ -131,10 +141,36 @@ def pgbench_insert_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]
             )
     finally:
         engine.dispose()
-    tps, error = _one_client(url, schema, f"INSERT INTO {table} (v) VALUES (1)", seconds=seconds)
-    if error or tps is None:
-        return {"tps": None, "reason": error or "pgbench printed no tps"}
-    return {"tps": tps, "clients": 1, "seconds": seconds, "script": "INSERT one row"}
+    return f"INSERT INTO {table} (v) VALUES (1)"
+
+
+def psycopg_insert_tps(url: str, schema: str, *, seconds: float) -> dict[str, Any]:
+    """pgbench's single-row INSERT into the same trivial table, sent from Python by psycopg,
+    the engine's driver: one connection in autocommit mode, the constant statement run back to
+    back for ``seconds`` (psycopg prepares it from its fifth run).
+
+    Nothing of Kickside's is in the loop: this is what a Python client reaches for the
+    simplest one-commit insert on this server, beside pgbench's C client.
+    """
+    statement = _trivial_insert(url, schema)
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        raw = engine.raw_connection()
+        try:
+            driver: Any = raw.driver_connection
+            driver.autocommit = True
+            count = 0
+            started = time.perf_counter()
+            deadline = started + seconds
+            while time.perf_counter() < deadline:
+                driver.execute(statement)
+                count += 1
+            elapsed = time.perf_counter() - started
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+    return {"tps": count / elapsed, "clients": 1, "seconds": seconds, "script": "INSERT one row"}
 
 
 def _one_client(

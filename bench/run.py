@@ -70,7 +70,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sqlite-path", type=Path, help="the SQLite file to use (default: a temporary file)"
     )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--no-pgbench", action="store_true", help="skip the pgbench baselines")
+    parser.add_argument(
+        "--no-pgbench",
+        action="store_true",
+        help="skip the baselines (pgbench's, and its insert sent by psycopg)",
+    )
     parser.add_argument(
         "--peers",
         default=",".join(runner.PEERS),
@@ -228,6 +232,10 @@ def run(args: argparse.Namespace) -> int:
                     progress("postgresql: pgbench single-row insert baseline")
                     assert target.schema is not None
                     baselines["pgbench_insert"] = machine.pgbench_insert_tps(
+                        args.database_url, target.schema, seconds=2 if args.quick else 10
+                    )
+                    progress("postgresql: the same insert from Python (psycopg) baseline")
+                    baselines["psycopg_insert"] = machine.psycopg_insert_tps(
                         args.database_url, target.schema, seconds=2 if args.quick else 10
                     )
                     progress("postgresql: pgbench running Kickside's single-enqueue statement")

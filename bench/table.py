@@ -321,9 +321,10 @@ def _rows() -> list[Row]:
 
 ROWS: tuple[Row, ...] = tuple(_rows())
 
-#: pgbench baselines shown in the table: (key in ``baselines``, title).
+#: Baselines shown in the table: (key in ``baselines``, title).
 BASELINES = (
     ("pgbench_insert", "pgbench: single-row INSERT, 1 client (reference for 2)"),
+    ("psycopg_insert", "psycopg from Python: the same single-row INSERT, 1 client"),
     ("pgbench_enqueue", "pgbench: Kickside's single-enqueue statement, 1 client (ceiling for 2)"),
     ("pgbench_update", "pgbench: simple-update (-N), 10 clients"),
 )
@@ -413,7 +414,18 @@ def single_enqueue_note(doc: Doc) -> list[str]:
             shares.append(f"{mine / tps:.0%} {what} ({tps:,.0f}/s{aside})")
     if not shares:
         return []
-    return [f"Single enqueue: kickside {mine:,.0f}/s = {', '.join(shares)}."]
+    lines = [f"Single enqueue: kickside {mine:,.0f}/s = {', '.join(shares)}."]
+    trivial, from_python = (
+        (doc.get("baselines", {}).get(key) or {}).get("tps")
+        for key in ("pgbench_insert", "psycopg_insert")
+    )
+    if trivial and from_python:
+        lines.append(
+            f"psycopg sending pgbench's trivial insert from Python reaches {from_python:,.0f}/s, "
+            f"{from_python / trivial:.0%} of pgbench's rate: what any Python client gets for "
+            "the simplest row on this server."
+        )
+    return lines
 
 
 def dashboard_note(doc: Doc) -> list[str]:

@@ -96,6 +96,7 @@ def _doc(quick: bool) -> dict[str, Any]:
         "versions": {"kickside": "0.1.0", "peer_a": "1.0", "sqlite": "3"},
         "baselines": {
             "pgbench_insert": {"tps": 2000.0},
+            "psycopg_insert": {"tps": 1700.0},
             "pgbench_enqueue": {"tps": 2500.0},
             "pgbench_update": {"tps": None, "reason": "pgbench is not installed"},
         },
@@ -146,6 +147,8 @@ def test_the_table_shows_peers_ratios_and_each_target_met_or_missed() -> None:
         "Single enqueue: kickside 1,900/s = 95% of pgbench's trivial insert (2,000/s), 76% of "
         "pgbench running Kickside's own statement (2,500/s, the ceiling for this row)." in text
     )
+    assert _line(text, "| ref | psycopg from Python: the same single-row INSERT")[3] == "1,700"
+    assert "psycopg sending pgbench's trivial insert from Python reaches 1,700/s, 85% of" in text
     assert "n/a: pgbench is not installed" in _line(text, "| ref | pgbench: simple-update")[3]
     assert "peer_a postgresql latency: TimeoutError: no start" in text
     assert "history slowdown" not in text.split("Every figure")[1]  # not measured: no row

@@ -82,6 +82,8 @@ def test_quick_run_writes_a_well_formed_results_document(target: Target, tmp_pat
         for baseline in ("pgbench_insert", "pgbench_enqueue", "pgbench_update"):
             pgbench = doc["baselines"][baseline]
             assert _number(pgbench["tps"]) or pgbench["reason"]
+        # Python's own insert rate needs no pgbench: always a figure.
+        assert _number(doc["baselines"]["psycopg_insert"]["tps"])
 
     entries = {(e["system"], e["backend"], e["workload"]): e for e in doc["results"]}
     assert set(entries) == {("kickside", target.backend, w) for w in WORKLOADS}
