@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import catalog, machine, report
+from bench.interrupt import exit_on_sigterm
 from bench.nodes import POOL_COUNTS
 from bench.peers import runner
 from bench.targets import (
@@ -298,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bench.run``."""
     args = parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
+    exit_on_sigterm()
     return run(args)
 
 

@@ -31,6 +31,7 @@ from typing import IO, Any
 import sqlalchemy as sa
 
 from bench import machine
+from bench.interrupt import exit_on_sigterm
 from bench.soak_report import header_line, sample_line, verdict, verdict_lines
 from bench.targets import DEFAULT_POSTGRES_URL, Target, postgresql_database_target
 from kickside_engine import Database, JobBuilder, enqueue_many
@@ -354,6 +355,7 @@ def start_hosts(args: argparse.Namespace, target: Target, logs: Path) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     """Run the soak; see the module docstring."""
     args = parse_args(argv)
+    exit_on_sigterm()
     started_at = datetime.now(UTC)
     logs = Path(tempfile.mkdtemp(prefix="kickside-soak-"))
     record: dict[str, Any] = {
