@@ -76,6 +76,19 @@ def test_growing_memory_fails() -> None:
     assert result["ok"] is False
 
 
+def test_warming_up_in_the_first_third_is_not_growth() -> None:
+    # The dashboard builds its views and caches early (95 -> 105 MB in a real two-minute soak).
+    result = _judge(_samples(dashboard_mb=lambda i: 80.0 + 25.0 * min(i, 8) / 8))
+    assert result["memory"]["processes"]["dashboard"]["ok"] is True
+    assert result["ok"] is True
+
+
+def test_a_leak_is_growth_however_long_the_run() -> None:
+    for n in (12, 30, 90):  # the same leak per sample, over short and long runs
+        result = _judge(_samples(n, dashboard_mb=lambda i: 100.0 + 3.0 * i))
+        assert result["memory"]["processes"]["dashboard"]["ok"] is False, n
+
+
 def test_too_short_a_run_cannot_be_judged() -> None:
     assert _judge(_samples(n=4))["ok"] is None
     short = verdict(_samples(n=9), retention_s=60.0, pruned=1)
