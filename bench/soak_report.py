@@ -128,7 +128,9 @@ def verdict_lines(result: dict[str, Any]) -> list[str]:
         f"{tp['first_jobs_per_s']} jobs/s, last third {tp['last_jobs_per_s']} "
         f"(x{tp['ratio']})" + (f"; {tp['warning']}" if tp.get("warning") else ""),
         f"memory {_word(mem['ok'], 'flat', 'growing')}: middle third to last third, "
-        + ", ".join(f"{k} {m['middle_mb']}->{m['last_mb']} MB" for k, m in mem["processes"].items()),
+        + ", ".join(
+            f"{k} {m['middle_mb']}->{m['last_mb']} MB" for k, m in mem["processes"].items()
+        ),
         f"table {_word(table['ok'], 'bounded', 'growing')}: finished rows retained, median of "
         f"the middle third {table['middle_median_retained']}, of the last third "
         f"{table['last_median_retained']} (max {table['last_max_retained']}), pruned "
