@@ -104,10 +104,6 @@ def final_values_of(job: Job, state: JobState, now: datetime) -> dict[str, Any]:
     )
 
 
-def _final(claimed: ClaimedJob, state: JobState, now: datetime) -> dict[str, Any]:
-    return final_values_of(claimed.job, state, now)
-
-
 def settlement_for(
     claimed: ClaimedJob,
     result: ExecutionResult,
@@ -126,7 +122,7 @@ def settlement_for(
         if job.kind is JobKind.SLOT:
             values.update(_slot_after_success(claimed, result, now))
         else:
-            values.update(_final(claimed, JobState.COMPLETED, now))
+            values.update(final_values_of(job, JobState.COMPLETED, now))
     elif kind is ResultKind.SNOOZE:
         run_outcome = RunOutcome.SNOOZED
         delay = min(max(result.snooze or timedelta(0), timedelta(0)), MAX_DELAY)
@@ -138,11 +134,11 @@ def settlement_for(
         )
     elif kind is ResultKind.CANCEL:
         run_outcome = RunOutcome.CANCELLED
-        values.update(_final(claimed, JobState.CANCELLED, now))
+        values.update(final_values_of(job, JobState.CANCELLED, now))
         values["errors"] = _errors_with(claimed, now, error or "cancelled")
     elif kind is ResultKind.DISCARD:
         run_outcome = RunOutcome.DISCARDED
-        values.update(_final(claimed, JobState.DISCARDED, now))
+        values.update(final_values_of(job, JobState.DISCARDED, now))
         values["errors"] = _errors_with(claimed, now, error or "discarded")
     else:
         run_outcome = {
@@ -153,7 +149,7 @@ def settlement_for(
         error = error or kind.value
         values["errors"] = _errors_with(claimed, now, error)
         if job.attempt >= job.max_attempts:
-            values.update(_final(claimed, JobState.DISCARDED, now))
+            values.update(final_values_of(job, JobState.DISCARDED, now))
             if job.kind is JobKind.SLOT:
                 # A slot never finalises: out of attempts it parks, keeping its demand.
                 values = {k: v for k, v in values.items() if k not in _FINAL_KEYS}
