@@ -66,6 +66,19 @@ class Target:
         return args
 
 
+def schema_exists(schema: str) -> bool:
+    """Whether the test PostgreSQL server has ``schema``."""
+    engine = sa.create_engine(PG_URL)
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT count(*) FROM pg_namespace WHERE nspname = :s"), {"s": schema}
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return bool(found)
+
+
 def _drop_schema(schema: str) -> None:
     engine = sa.create_engine(PG_URL)
     try:

@@ -15,27 +15,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from bench.interrupt import TERMINATED
 
-from ..conftest import PG_URL, _drop_schema, require_postgres
+from ..conftest import PG_URL, _drop_schema, require_postgres, schema_exists
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _schema_exists(schema: str) -> bool:
-    engine = sa.create_engine(PG_URL)
-    try:
-        with engine.connect() as conn:
-            found = conn.execute(
-                sa.text("SELECT count(*) FROM pg_namespace WHERE nspname = :s"), {"s": schema}
-            ).scalar_one()
-    finally:
-        engine.dispose()
-    return bool(found)
 
 
 def _pool_processes(schema: str) -> list[int]:
@@ -94,7 +81,7 @@ def test_sigterm_in_the_middle_of_a_drain_drops_the_schema_and_stops_the_pool(
                 break
         else:
             pytest.fail("the run ended before its drain began:\n" + "".join(seen[-20:]))
-        assert _schema_exists(schema) and _pool_processes(schema)
+        assert schema_exists(schema) and _pool_processes(schema)
         proc.send_signal(signal.SIGTERM)
         proc.stderr.read()
         assert proc.wait(120) == TERMINATED
@@ -104,7 +91,7 @@ def test_sigterm_in_the_middle_of_a_drain_drops_the_schema_and_stops_the_pool(
             proc.wait(10)
         if proc.stderr is not None:
             proc.stderr.close()
-        leftover = _schema_exists(schema)
+        leftover = schema_exists(schema)
         _drop_schema(schema)
     assert not leftover
     deadline = time.monotonic() + 30
