@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, select
 
@@ -22,6 +23,10 @@ class NodeBeat:
     executors_busy: int
     executors_total: int
     started_at: datetime
+    #: The worker names this pool can run (None: not known yet, e.g. executors starting).
+    workers: list[str] | None = None
+    #: The pool's cron entries as published for operators (name, expression, timezone, next).
+    schedule: list[dict[str, Any]] | None = None
 
 
 def heartbeat(db: Database, beat: NodeBeat, now: datetime) -> set[str]:
@@ -37,6 +42,8 @@ def heartbeat(db: Database, beat: NodeBeat, now: datetime) -> set[str]:
         "executors_total": beat.executors_total,
         "started_at": beat.started_at,
         "heartbeat_at": now,
+        "workers": beat.workers,
+        "schedule": beat.schedule,
     }
     stmt = db.upsert_insert(table).values(**values)
     stmt = stmt.on_conflict_do_update(

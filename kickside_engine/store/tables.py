@@ -283,6 +283,9 @@ def build_tables(schema: str | None = None) -> Tables:
         Column("executors_total", Integer, nullable=False, server_default="0"),
         Column("started_at", UTCDateTime, nullable=False),
         Column("heartbeat_at", UTCDateTime, nullable=False),
+        # Migration 0004: what the pool serves and runs (None: a pool that did not publish).
+        Column("workers", JSONDocument, nullable=True),
+        Column("schedule", JSONDocument, nullable=True),
     )
     Index(None, node.c.heartbeat_at)
 
