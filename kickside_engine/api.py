@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, select
@@ -21,7 +21,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_fo
 from kickside_engine.models import ClaimedJob, Job, JobState
 from kickside_engine.store.claims import DEFAULT_LEASE, claim_jobs
 from kickside_engine.store.database import Database
-from kickside_engine.store.outcomes import settle
+from kickside_engine.store.outcomes import Settlement, settle
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.workers import WorkerRegistry
 
@@ -81,14 +81,20 @@ def claim(
     now: datetime | None = None,
     lease: timedelta = DEFAULT_LEASE,
     code_version: str | None = None,
+    workers: Iterable[str] | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs of ``queue`` for ``node`` under fresh leases.
 
-    Honours paused queues, single-flight concurrency keys and capacity groups.
+    Jobs come in one order, (priority, scheduled_at, id), whether or not they have a
+    concurrency key; paused queues, single-flight keys and capacity groups are honoured, and a
+    key at its limit never holds back another key's jobs. ``workers``: claim only jobs of
+    these workers (a pool claims only what it can run). ``now``, unless given, is read inside
+    the claim's transaction once its locks are held: it is the runs' recorded start.
     """
     from kickside_engine.store.keyed_claims import claim_keyed, queue_is_paused
 
-    now = ensure_aware(now, "now") if now is not None else utcnow()
+    fixed = ensure_aware(now, "now") if now is not None else None
+    names = sorted(set(workers)) if workers is not None else None
     with db.begin() as conn:
         if queue_is_paused(db, conn, queue):
             return []
@@ -98,9 +104,10 @@ def claim(
             queue=queue,
             node=node,
             limit=limit,
-            now=now,
+            now=fixed or utcnow(),
             lease=lease,
             code_version=code_version,
+            workers=names,
         )
         if len(claimed) < limit:
             claimed += claim_keyed(
@@ -109,10 +116,12 @@ def claim(
                 queue=queue,
                 node=node,
                 limit=limit - len(claimed),
-                now=now,
+                now=fixed,
                 lease=lease,
                 code_version=code_version,
+                workers=names,
             )
+    claimed.sort(key=lambda c: (c.job.priority, c.job.scheduled_at, c.job.id))
     return claimed
 
 
@@ -148,12 +157,21 @@ def complete(
     """Record a successful attempt (``complete_tx`` when ``conn`` is given).
 
     For slots, ``demand_satisfied`` consumes ordinary demand received during the run and
-    ``park`` parks the slot; a pending control wake still rearms it.
+    ``park`` parks the slot; a pending control wake still rearms it. The finish time is read
+    inside the transaction that records it.
     """
-    result = ExecutionResult(
-        ResultKind.DONE, utcnow(), _elapsed(claimed), demand_satisfied=demand_satisfied, park=park
-    )
-    return claimed.job.id in record(db, [(claimed, result)], conn=conn)
+
+    def settlement(now: datetime) -> Settlement:
+        result = ExecutionResult(
+            ResultKind.DONE,
+            now,
+            _elapsed(claimed, now),
+            demand_satisfied=demand_satisfied,
+            park=park,
+        )
+        return settlement_for(claimed, result)
+
+    return _settle_now(db, claimed, settlement, conn)
 
 
 def fail(
@@ -170,18 +188,36 @@ def fail(
 
     ``retry_after_ms`` is a floor for the next delay that may exceed the policy's cap; an
     invalid value is rejected with :class:`InvalidArgumentError` before anything is written.
+    The failure time is read inside the transaction that records it.
     """
     floor = validate_retry_after_ms(retry_after_ms)
-    result = ExecutionResult(
-        ResultKind.ERROR, utcnow(), _elapsed(claimed), error=str(error), retry_after_ms=floor
-    )
-    if backoff is None:
-        backoff = _registered_backoff(registry, claimed)
-    settlement = settlement_for(claimed, result, backoff=backoff)
+    policy = backoff if backoff is not None else _registered_backoff(registry, claimed)
+
+    def settlement(now: datetime) -> Settlement:
+        result = ExecutionResult(
+            ResultKind.ERROR,
+            now,
+            _elapsed(claimed, now),
+            error=str(error),
+            retry_after_ms=floor,
+        )
+        return settlement_for(claimed, result, backoff=policy)
+
+    return _settle_now(db, claimed, settlement, conn)
+
+
+def _settle_now(
+    db: Database,
+    claimed: ClaimedJob,
+    settlement: Callable[[datetime], Settlement],
+    conn: Connection | None,
+) -> bool:
+    """Settle ``claimed`` at a time read inside the settling transaction (once SQLite's write
+    lock is held), so the history never records an end before the transaction could see it."""
     if conn is not None:
-        return claimed.job.id in settle(db, conn, [settlement])
+        return claimed.job.id in settle(db, conn, [settlement(utcnow())])
     with db.begin() as own:
-        return claimed.job.id in settle(db, own, [settlement])
+        return claimed.job.id in settle(db, own, [settlement(utcnow())])
 
 
 def _registered_backoff(registry: WorkerRegistry | None, claimed: ClaimedJob) -> Backoff:
@@ -190,6 +226,6 @@ def _registered_backoff(registry: WorkerRegistry | None, claimed: ClaimedJob) ->
     return spec.backoff_for(claimed.job.is_slot) if spec is not None else DEFAULT_BACKOFF
 
 
-def _elapsed(claimed: ClaimedJob) -> int:
-    started = claimed.job.attempted_at or utcnow()
-    return max(0, int((utcnow() - started) / timedelta(milliseconds=1)))
+def _elapsed(claimed: ClaimedJob, now: datetime) -> int:
+    started = claimed.job.attempted_at or now
+    return max(0, int((now - started) / timedelta(milliseconds=1)))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select, update
 
 from kickside_engine.audit import Actor, AuditEntry, AuditPage, list_audit, record_audit
 from kickside_engine.bulk import BulkPreview, BulkResult, bulk_apply, bulk_preview
@@ -60,6 +60,7 @@ __all__ = [
     "NodeInfo",
     "QueueInfo",
     "QueueNode",
+    "UnservedWorker",
     "bulk_apply",
     "bulk_preview",
     "cancel_job",
@@ -72,11 +73,13 @@ __all__ = [
     "list_nodes",
     "list_queues",
     "list_runs",
+    "live_nodes",
     "pause_queue",
     "record_audit",
     "resume_queue",
     "retry_job",
     "state_counts",
+    "unserved_workers",
 ]
 
 #: A node whose last heartbeat is older than this is stale: it runs nothing any more.
@@ -129,6 +132,28 @@ class NodeInfo:
     heartbeat_at: datetime
     heartbeat_age: timedelta
     stale: bool
+    #: The worker names the node can run, as it published them (None: not published, e.g. a
+    #: pool of an older Kickside, or one whose executors have not loaded the app yet).
+    workers: tuple[str, ...] | None = None
+
+    def serves(self, queue: str, worker: str) -> bool | None:
+        """Whether this node would claim a job of ``worker`` in ``queue`` (None: unknown)."""
+        if queue not in self.queues:
+            return False
+        if self.workers is None:
+            return None
+        return worker in self.workers
+
+
+@dataclass(frozen=True)
+class UnservedWorker:
+    """Due jobs of one worker in one queue that no live node can run: they wait."""
+
+    queue: str
+    worker: str
+    jobs: int
+    #: The live nodes running the queue (none of which has the worker).
+    nodes: tuple[str, ...]
 
 
 def _node_queues(value: Any) -> dict[str, int]:
@@ -164,9 +189,45 @@ def _nodes(conn: Connection, db: Database, now: datetime, *, live_only: bool) ->
                 heartbeat_at=r.heartbeat_at,
                 heartbeat_age=age,
                 stale=age > NODE_STALE_AFTER,
+                workers=_node_workers(r.workers),
             )
         )
     return infos
+
+
+def _node_workers(value: Any) -> tuple[str, ...] | None:
+    if not isinstance(value, list):
+        return None
+    return tuple(sorted(str(name) for name in value))
+
+
+def live_nodes(conn: Connection, db: Database, now: datetime) -> list[NodeInfo]:
+    """The nodes whose heartbeat is fresh at ``now``, through ``conn``."""
+    return _nodes(conn, db, now, live_only=True)
+
+
+def unserved_workers(db: Database, now: datetime) -> list[UnservedWorker]:
+    """Due jobs waiting for a worker that no live node running their queue has published.
+
+    A queue that no live node runs is left out (that is its own finding), and so is a queue
+    with a node that did not publish its workers (it may have the worker).
+    """
+    now = ensure_aware(now, "now")
+    job = db.tables.job
+    with db.read() as conn:
+        nodes = live_nodes(conn, db, now)
+        rows = conn.execute(
+            select(job.c.queue, job.c.worker, func.count())
+            .where(job.c.state == JobState.AVAILABLE.value, job.c.scheduled_at <= now)
+            .group_by(job.c.queue, job.c.worker)
+            .order_by(job.c.queue, job.c.worker)
+        ).all()
+    found = []
+    for queue, worker, count in rows:
+        running = [n for n in nodes if queue in n.queues]
+        if running and all(n.serves(queue, worker) is False for n in running):
+            found.append(UnservedWorker(queue, worker, count, tuple(n.name for n in running)))
+    return found
 
 
 def list_nodes(db: Database, now: datetime) -> list[NodeInfo]:

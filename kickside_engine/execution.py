@@ -30,11 +30,20 @@ def describe_exception(exc: BaseException) -> str:
     return head + "\nTraceback (most recent call last):\n" + "".join(frames).rstrip()
 
 
+def unknown_worker_message(worker: str) -> str:
+    """What the run history says of a job handed back by an executor without its worker."""
+    return (
+        f"unknown worker: {worker} is not in this executor's code; the job was handed back "
+        "for a pool that has it, without using an attempt"
+    )
+
+
 def resolve(registry: WorkerRegistry, job: Job) -> tuple[WorkerSpec | None, Any, str | None]:
-    """The worker and decoded args for ``job``, or the reason the job must be discarded."""
+    """The worker and decoded args for ``job``, or the reason it cannot run here: no such
+    worker (``spec`` is None: hand the job back) or args that do not decode (discard it)."""
     spec = registry.get(job.worker)
     if spec is None:
-        return None, None, f"unknown worker: {job.worker}"
+        return None, None, unknown_worker_message(job.worker)
     try:
         return spec, spec.decode_args(job.args), None
     except Exception as exc:  # any decoding failure means retrying cannot help
@@ -89,7 +98,9 @@ def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
     """Run the claimed job's worker in this thread and return what happened."""
     started = time.monotonic()
     spec, args, problem = resolve(registry, claimed.job)
-    if problem is not None or spec is None:
+    if spec is None:
+        return ExecutionResult(ResultKind.UNKNOWN_WORKER, utcnow(), 0, error=problem)
+    if problem is not None:
         return ExecutionResult(ResultKind.DISCARD, utcnow(), 0, error=problem)
     try:
         value = spec.perform(args, claimed.job)

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, String, cast, func, select
+from sqlalchemy import Connection, func, select
 
 from kickside_engine.clock import ensure_aware
-from kickside_engine.control import NODE_STALE_AFTER, queue_infos
+from kickside_engine.control import NODE_STALE_AFTER, live_nodes, queue_infos
 from kickside_engine.errors import NotFoundError
-from kickside_engine.models import Job, JobKind, JobState
+from kickside_engine.models import Job, JobState
 from kickside_engine.queries import parse_job_id
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import read_group_limits
@@ -102,7 +102,7 @@ def _reasons(conn: Connection, db: Database, job: Job, now: datetime) -> list[Re
         )
     reasons += _queue_reasons(conn, db, job, now)
     reasons += _key_reasons(conn, db, job)
-    reasons += _unknown_worker(conn, db, job)
+    reasons += _unknown_worker(conn, db, job, now)
     if not reasons and state is JobState.AVAILABLE:
         ahead = conn.execute(
             select(func.count())
@@ -253,27 +253,21 @@ def _key_reasons(conn: Connection, db: Database, job: Job) -> list[Reason]:
     return reasons
 
 
-def _unknown_worker(conn: Connection, db: Database, job: Job) -> list[Reason]:
-    if job.kind is JobKind.SLOT:
+def _unknown_worker(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
+    """Whether every live node running the job's queue lacks its worker: pools never claim a
+    job they cannot run (it waits, unharmed, for a pool that has the worker)."""
+    running = [n for n in live_nodes(conn, db, now) if job.queue in n.queues]
+    if not running or any(n.serves(job.queue, job.worker) is not False for n in running):
         return []
-    t = db.tables.job
-    marker = f"%unknown worker: {job.worker}%"
-    seen = conn.execute(
-        select(t.c.id)
-        .where(
-            t.c.worker == job.worker,
-            t.c.state == JobState.DISCARDED.value,
-            cast(t.c.errors, String).like(marker),
-        )
-        .limit(1)
-    ).scalar_one_or_none()
-    if seen is None:
-        return []
+    described = ", ".join(
+        f"{n.name} ({n.code_version})" if n.code_version else n.name for n in running[:5]
+    )
     return [
         Reason(
             "unknown_worker",
-            f"worker {job.worker!r} is unknown to the pools: job {seen} was discarded "
-            "for it; deploy the worker or fix the name",
-            {"discarded_job": str(seen)},
+            f"no running node has worker {job.worker!r} (queue {job.queue} runs on "
+            f"{described}): the job waits for a pool that has it; deploy the worker or fix "
+            "the name",
+            {"worker": job.worker, "nodes": [n.name for n in running]},
         )
     ]

@@ -15,7 +15,7 @@ from kickside_engine import migrate
 from kickside_engine.capacity import capacity_groups
 from kickside_engine.clock import ensure_aware
 from kickside_engine.consistency import find_inconsistencies
-from kickside_engine.control import list_nodes, list_queues
+from kickside_engine.control import list_nodes, list_queues, unserved_workers
 from kickside_engine.errors import KicksideError
 from kickside_engine.models import JobState
 from kickside_engine.notify import channel_name
@@ -54,7 +54,8 @@ def doctor(db: Database, now: datetime) -> HealthReport:
     findings = [_schema(db)]
     if findings[0].status == "fail":
         return HealthReport(findings)
-    for check in (_nodes, _leases, _queues, _capacity, _stuck, _consistency, _tables, _notify):
+    checks = (_nodes, _leases, _queues, _workers, _capacity, _stuck, _consistency, _tables, _notify)
+    for check in checks:
         try:
             findings.append(check(db, now))
         except KicksideError as exc:
@@ -121,6 +122,24 @@ def _queues(db: Database, now: datetime) -> Finding:
             {"queues": orphaned},
         )
     return Finding("queues", "ok", "every queue with jobs has a live node")
+
+
+def _workers(db: Database, now: datetime) -> Finding:
+    unserved = unserved_workers(db, now)
+    if unserved:
+        return Finding(
+            "workers",
+            "warn",
+            "jobs wait for a worker no running node has: "
+            + "; ".join(f"{u.worker} in queue {u.queue} ({u.jobs} job(s))" for u in unserved[:5])
+            + " (deploy the worker or fix the name)",
+            {
+                "unserved": [
+                    {"queue": u.queue, "worker": u.worker, "jobs": u.jobs} for u in unserved
+                ]
+            },
+        )
+    return Finding("workers", "ok", "every waiting job's worker runs on a live node")
 
 
 def _capacity(db: Database, now: datetime) -> Finding:

@@ -31,6 +31,9 @@ class ResultKind(enum.StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     CRASH = "crash"
+    #: The executor has no such worker (a job claimed for code that an upgrade then replaced):
+    #: the job goes back to ``available`` for a pool that has it, without using an attempt.
+    UNKNOWN_WORKER = "unknown_worker"
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,12 @@ def settlement_for(
         run_outcome = RunOutcome.DISCARDED
         values.update(final_values_of(job, JobState.DISCARDED, now))
         values["errors"] = _errors_with(claimed, now, error or "discarded")
+    elif kind is ResultKind.UNKNOWN_WORKER:
+        # Never ran: handed back, its attempt not charged (the run row says why).
+        run_outcome = RunOutcome.RESCUED
+        values.update(
+            state=JobState.AVAILABLE.value, scheduled_at=now, attempt=max(0, job.attempt - 1)
+        )
     else:
         run_outcome = {
             ResultKind.ERROR: RunOutcome.FAILED,

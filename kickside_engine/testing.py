@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 
 from kickside_engine.api import claim, record
 from kickside_engine.clock import utcnow
@@ -43,6 +43,9 @@ class DrainResult:
     """How many attempts ended each way during a drain."""
 
     counts: Counter[str] = field(default_factory=Counter)
+    #: Due jobs left waiting because the registry has no worker for them, by worker name
+    #: (a pool leaves them for pools that have the worker; so does a drain).
+    unknown_workers: Counter[str] = field(default_factory=Counter)
 
     def __getattr__(self, name: str) -> int:
         if name in {k.value for k in ResultKind} | {"total"}:
@@ -85,7 +88,9 @@ def drain_jobs(
 
     ``queue=None`` drains every queue. ``with_scheduled`` also runs scheduled and retryable
     jobs now, as if their time had come (so a failing job is retried until it is discarded).
-    ``with_recursion=False`` stops after one pass, leaving jobs that jobs enqueued.
+    ``with_recursion=False`` stops after one pass, leaving jobs that jobs enqueued. Jobs of
+    workers the registry does not have are left waiting, as a pool leaves them, and counted in
+    ``unknown_workers``.
     """
     result = DrainResult()
     for _ in range(MAX_DRAIN_ROUNDS):
@@ -96,7 +101,9 @@ def drain_jobs(
         ran = 0
         for name in _due_queues(db, queue, now):
             while True:
-                batch = claim(db, queue=name, node=node, limit=10, now=now)
+                batch = claim(
+                    db, queue=name, node=node, limit=10, now=now, workers=registry.names()
+                )
                 if not batch:
                     break
                 for claimed in batch:
@@ -107,8 +114,28 @@ def drain_jobs(
                 if not with_recursion:
                     break
         if ran == 0 or not with_recursion:
+            result.unknown_workers.update(_unknown_workers(db, registry, queue, now))
             return result
     raise RuntimeError(f"drain_jobs gave up after {MAX_DRAIN_ROUNDS} rounds (a job loops?)")
+
+
+def _unknown_workers(
+    db: Database, registry: WorkerRegistry, queue: str | None, now: datetime
+) -> dict[str, int]:
+    job = db.tables.job
+    stmt = (
+        select(job.c.worker, func.count())
+        .where(
+            job.c.state == JobState.AVAILABLE.value,
+            job.c.scheduled_at <= now,
+            job.c.worker.not_in(registry.names()),
+        )
+        .group_by(job.c.worker)
+    )
+    if queue is not None:
+        stmt = stmt.where(job.c.queue == queue)
+    with db.read() as conn:
+        return {worker: count for worker, count in conn.execute(stmt)}
 
 
 def _make_due(db: Database, queue: str | None, now: datetime) -> None:

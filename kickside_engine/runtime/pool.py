@@ -118,6 +118,8 @@ class Turn:
     pending: list[Settlement]
     plan: ClaimPlan | None
     version: str | None
+    #: The workers the claimed jobs may be for: those of the code they will run under.
+    workers: list[str] | None = None
     began: float = field(default_factory=time.monotonic)
 
 
@@ -396,6 +398,7 @@ class WorkerPool:
             pending=list(self.pending),
             plan=self._plan(idle) if want_claim else None,
             version=self._claim_version(idle),
+            workers=self._claim_workers(idle),
         )
         if want_claim:
             self._claim_wanted = False  # set again by what happens while the turn runs
@@ -459,12 +462,15 @@ class WorkerPool:
         """One transaction: the outcomes and the claims commit together (or not at all)."""
         claimed = TurnResult(since=done.since, now=done.now)
         with self.db.begin() as conn:
+            # Read once the write lock is held (BEGIN IMMEDIATE): the claims' runs must not
+            # appear to start before outcomes committed while this turn waited for the lock.
+            claimed.now = utcnow()
             if turn.pending:
                 settle_batch(self.db, conn, turn.pending)
             if turn.plan is not None:
                 self._claim_plan(conn, turn, claimed)
         done.settled = len(turn.pending)
-        done.batches, done.full = claimed.batches, claimed.full
+        done.batches, done.full, done.now = claimed.batches, claimed.full, claimed.now
 
     def _turn_postgresql(self, turn: Turn, done: TurnResult) -> None:
         """Record and claim in as few round trips as possible: usually exactly one.
@@ -558,6 +564,7 @@ class WorkerPool:
                 lease=self.config.lease,
                 code_version=turn.version,
                 settle=None if settled else settle,
+                workers=turn.workers,
             )
             if settle is not None and not settled:
                 done.settled = len(turn.pending)  # committed with this claim
@@ -565,11 +572,14 @@ class WorkerPool:
             done.batches.append((queue, batch))
             got = len(batch)
             if got < free and self._probe_keyed(queue):
+                # A PostgreSQL claim reads its own time, after the admission lock; SQLite's
+                # turn read it once the write lock was held.
+                now = None if self.db.is_postgresql else done.now
                 if self.db.is_postgresql:  # advisory locks need a transaction: conn has none
                     with self.db.begin() as tx:
-                        keyed = self._claim_keyed(tx, queue, free - got, turn.version, done.now)
+                        keyed = self._claim_keyed(tx, queue, free - got, turn, now)
                 else:
-                    keyed = self._claim_keyed(conn, queue, free - got, turn.version, done.now)
+                    keyed = self._claim_keyed(conn, queue, free - got, turn, now)
                 done.batches.append((queue, keyed))
                 got += len(keyed)
             room -= got
@@ -640,8 +650,17 @@ class WorkerPool:
         ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
         return max(ready, key=lambda ex: ex.generation).version if ready else None
 
+    def _claim_workers(self, idle: list[Executor]) -> list[str]:
+        """The workers of the code claimed jobs will run under (the newest generation's); none
+        before an executor has loaded it."""
+        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
+        if not ready:
+            return []
+        newest = max(ex.generation for ex in ready)
+        return sorted({w for ex in ready if ex.generation == newest for w in ex.infos})
+
     def _claim_keyed(
-        self, conn: Any, queue: str, limit: int, version: str | None, now: datetime
+        self, conn: Any, queue: str, limit: int, turn: Turn, now: datetime | None
     ) -> list[ClaimedJob]:
         keyed = claim_keyed(
             self.db,
@@ -651,7 +670,8 @@ class WorkerPool:
             limit=limit,
             now=now,
             lease=self.config.lease,
-            code_version=version,
+            code_version=turn.version,
+            workers=turn.workers,
         )
         self._keyed_found[queue] = bool(keyed)
         return keyed
@@ -704,6 +724,7 @@ class WorkerPool:
             executors_busy=busy,
             executors_total=len(self.executors),
             started_at=self.started_at,
+            workers=self._claim_workers([]) if any(ex.ready for ex in self.executors) else None,
         )
         paused = heartbeat(self.db, beat, utcnow())
         if paused != self.paused:

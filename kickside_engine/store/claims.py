@@ -8,8 +8,13 @@ PostgreSQL locks candidate rows with ``FOR UPDATE SKIP LOCKED``, so concurrent c
 machines never wait on each other nor take the same job; SQLite serialises writers, and the
 claim is one short ``BEGIN IMMEDIATE`` transaction.
 
-Jobs with a ``concurrency_key`` are claimed by :mod:`kickside_engine.store.keyed_claims`, which
-enforces single-flight per key and capacity groups.
+One order holds across every kind of job: a claim that skips keyed jobs (the pool's fast path,
+``keyless_only``) takes only the keyless jobs among the first ``limit`` due jobs, so a keyed job
+ahead of them keeps its place; :mod:`kickside_engine.store.keyed_claims` then admits keyed and
+keyless jobs together, in the same order, within their concurrency keys and capacity groups.
+
+A claim given ``workers`` takes only jobs of those workers: a pool never claims a job it cannot
+run (during a rolling deploy, old pools leave new job types to the pools that have them).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     BigInteger,
     ColumnElement,
     Connection,
@@ -99,10 +105,14 @@ def claim_jobs(
     keyless_only: bool = True,
     job_ids: Sequence[uuid.UUID] | None = None,
     settle: UnnestSettle | None = None,
+    workers: Sequence[str] | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs of ``queue`` through ``conn`` (inside its transaction).
 
-    With ``job_ids`` only those jobs are candidates (used after admission checks). ``settle``
+    ``keyless_only``: claim the jobs without a concurrency key among the first ``limit`` due
+    jobs in claim order (a keyed job among them is left for the admission path, and keeps its
+    place ahead of the keyless jobs after it). With ``job_ids`` only those jobs are candidates
+    (used after admission checks). ``workers``: only jobs of these workers. ``settle``
     (PostgreSQL) records a batch of outcomes in the same statement: the supervisor's whole
     turn in one round trip and one commit, on an autocommit connection.
     """
@@ -118,14 +128,17 @@ def claim_jobs(
         "p_expires": expires,
         "p_code_version": code_version,
     }
+    by_worker = workers is not None
+    if by_worker:
+        params["p_workers"] = list(workers or ())
     if settle is not None:
         assert job_ids is None and db.is_postgresql
-        stmt = _claim_and_settle_statement(db.tables, keyless_only, *settle.ctes(db))
+        stmt = _claim_and_settle_statement(db.tables, keyless_only, by_worker, *settle.ctes(db))
         params.update(settle.params)
     elif job_ids is None:
-        stmt = _claim_statement(db.tables, db.dialect, keyless_only)
+        stmt = _claim_statement(db.tables, db.dialect, keyless_only, by_worker)
     else:
-        stmt = _build_claim(db.tables, db.dialect, keyless_only, list(job_ids))
+        stmt = _build_claim(db.tables, db.dialect, keyless_only, list(job_ids), by_worker)
     if db.is_postgresql and job_ids is None:
         sql, constants = _driver_statement(stmt, db.tables, db.engine.dialect)
         jobs = [job_from_driver_row(r) for r in conn.exec_driver_sql(sql, {**constants, **params})]
@@ -144,9 +157,9 @@ def claim_jobs(
 
 
 @lru_cache(maxsize=64)
-def _claim_statement(tables: Tables, dialect: str, keyless_only: bool) -> Any:
+def _claim_statement(tables: Tables, dialect: str, keyless_only: bool, by_worker: bool) -> Any:
     """The claim statement, built once per schema: building it costs more than running it."""
-    return _build_claim(tables, dialect, keyless_only, None)
+    return _build_claim(tables, dialect, keyless_only, None, by_worker)
 
 
 @lru_cache(maxsize=64)
@@ -167,18 +180,34 @@ def _driver_statement(stmt: Any, tables: Tables, dialect: Dialect) -> tuple[str,
 
 @lru_cache(maxsize=64)
 def _claim_and_settle_statement(
-    tables: Tables, keyless_only: bool, settled_jobs: Any, settled_runs: Any
+    tables: Tables, keyless_only: bool, by_worker: bool, settled_jobs: Any, settled_runs: Any
 ) -> Any:
     """The PostgreSQL claim with a batch settle riding along as data-modifying CTEs.
 
     They touch other rows than the claim (executing jobs of this node, their open runs), and
     PostgreSQL runs every data-modifying CTE whether or not the query reads it.
     """
-    return _claim_statement(tables, "postgresql", keyless_only).add_cte(settled_jobs, settled_runs)
+    claim = _claim_statement(tables, "postgresql", keyless_only, by_worker)
+    return claim.add_cte(settled_jobs, settled_runs)
+
+
+def worker_filter(column: Any, dialect: str) -> ColumnElement[bool]:
+    """``column`` is one of the ``p_workers`` parameter's names (one array parameter on
+    PostgreSQL, so the statement text does not change with the number of workers)."""
+    matches: ColumnElement[bool]
+    if dialect == "postgresql":
+        matches = column == func.any(bindparam("p_workers", type_=ARRAY(String)))
+    else:
+        matches = column.in_(bindparam("p_workers", expanding=True))
+    return matches
 
 
 def _build_claim(
-    tables: Tables, dialect: str, keyless_only: bool, job_ids: list[uuid.UUID] | None
+    tables: Tables,
+    dialect: str,
+    keyless_only: bool,
+    job_ids: list[uuid.UUID] | None,
+    by_worker: bool = False,
 ) -> Any:
     job: Any = tables.job
     src: Any = tables.job
@@ -188,7 +217,7 @@ def _build_claim(
         job, src = tables.job.alias("j"), tables.job.alias("c")
     now = bindparam("p_now", type_=UTCDateTime)
     candidates = (
-        select(src.c.id)
+        select(src.c.id, src.c.concurrency_key)
         .where(
             src.c.state == JobState.AVAILABLE.value,
             src.c.queue == bindparam("p_queue", type_=String),
@@ -197,8 +226,8 @@ def _build_claim(
         .order_by(src.c.priority, src.c.scheduled_at, src.c.id)
         .limit(bindparam("p_limit", type_=Integer))
     )
-    if keyless_only:
-        candidates = candidates.where(src.c.concurrency_key.is_(None))
+    if by_worker:
+        candidates = candidates.where(worker_filter(src.c.worker, dialect))
     if job_ids is not None:
         candidates = candidates.where(src.c.id.in_(job_ids))
     if dialect == "postgresql":
@@ -206,7 +235,12 @@ def _build_claim(
     # Materialised, so PostgreSQL runs the locking subquery once: as a plain IN (subquery) it
     # may be re-run per outer row, and claim more than ``limit`` jobs.
     chosen = candidates.cte("candidates").prefix_with("MATERIALIZED", dialect="postgresql")
-    stmt = update(job).where(job.c.id.in_(select(chosen.c.id)))
+    # Keyless only among the first ``limit``: a keyed job there is not skipped over in favour
+    # of keyless jobs behind it (one claim order for all jobs).
+    chosen_ids = select(chosen.c.id)
+    if keyless_only:
+        chosen_ids = chosen_ids.where(chosen.c.concurrency_key.is_(None))
+    stmt = update(job).where(job.c.id.in_(chosen_ids))
     if dialect != "postgresql":
         # PostgreSQL holds the candidates' row locks; repeating the state test there only
         # tempts the planner into scanning every available job instead of the primary key.

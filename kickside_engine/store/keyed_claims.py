@@ -1,33 +1,56 @@
-"""Claims for jobs with a ``concurrency_key``: single-flight per key, and capacity groups.
+"""Claims that admit jobs within their concurrency keys and capacity groups, in one order.
 
 A job whose worker declares a capacity group is admitted while the group's executing jobs stay
 below its ``global_limit`` and the key's below its ``concurrency_key_limit``, both read from
 ``kickside_setting`` now (never cached between claims). Missing or invalid settings refuse
 admission; they never lift the limit. A keyed job without a group is single-flight: at most one
-executing job per key.
+executing job per key. Jobs without a key are always admissible.
 
-Admission is decided and the jobs claimed in one transaction. On PostgreSQL, transaction-level
-advisory locks (taken in one global order) serialise claimers deciding for the same group or
-key; SQLite's single writer serialises them already.
+:func:`claim_keyed` walks the queue's due jobs, keyed and keyless alike, in claim order
+(priority, scheduled_at, id) and admits each that its limits allow, so a keyed job is never
+passed over for a keyless job behind it. A key or group at its limit never holds back another:
+once one is found at its limit the walk re-reads the queue without its jobs (the database skips
+them in the index scan), so one key's backlog of any size costs one scan past it, not a claim
+that finds nothing else. The walk pages through the queue until the claim is full or the queue
+has no more due jobs.
+
+Admission is decided and the jobs claimed in one transaction, after usage is counted under a
+lock: on PostgreSQL a transaction-level advisory lock serialises every admitting claimer (the
+claims of keyless jobs only, the pool's fast path, never take it); SQLite's single writer
+serialises them already. The claim's time is read after that, so a run never appears in the
+history to start before the run whose end admitted it had finished.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import (
+    Connection,
+    and_,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    tuple_,
+)
 
 from kickside_engine.clock import utcnow
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.settings import limit_value
 from kickside_engine.store.claims import claim_jobs
 from kickside_engine.store.database import Database
+from kickside_engine.store.tables import state_literal
 
-CANDIDATE_WINDOW = 200
+#: Due jobs read per page of the walk, at least (a claim of ``limit`` reads ``2 * limit``).
+PAGE_ROWS = 64
+ADMISSION_LOCK_NAME = "admission"
 
 
 def queue_is_paused(db: Database, conn: Connection, queue: str) -> bool:
@@ -49,6 +72,11 @@ class GroupLimits:
     global_limit: int | None
     per_key_limit: int | None
     problem: str | None
+
+    @property
+    def usable(self) -> bool:
+        """Whether admission may use these limits (both read and valid)."""
+        return self.problem is None and None not in (self.global_limit, self.per_key_limit)
 
 
 def read_group_limits(conn: Connection, db: Database, declaration: dict[str, Any]) -> GroupLimits:
@@ -80,6 +108,158 @@ def read_group_limits(conn: Connection, db: Database, declaration: dict[str, Any
     return GroupLimits(limits[0], limits[1], "; ".join(problems) or None)
 
 
+@dataclass
+class Admission:
+    """What one claim may still admit: usage counted now, limits read as groups turn up, and
+    the keys and groups found at their limit (which the walk's next page leaves out)."""
+
+    conn: Connection
+    db: Database
+    per_key: Counter[str] = field(default_factory=Counter)
+    per_group: Counter[str] = field(default_factory=Counter)
+    per_group_key: Counter[tuple[str, str]] = field(default_factory=Counter)
+    limits: dict[str, GroupLimits] = field(default_factory=dict)
+    #: Keys of jobs without a group that are held (single-flight: one executing job).
+    full_keys: set[str] = field(default_factory=set)
+    #: Groups at their global limit, or whose settings refuse admission.
+    full_groups: set[str] = field(default_factory=set)
+    #: (group, key) pairs at the group's per-key limit.
+    full_pairs: set[tuple[str, str]] = field(default_factory=set)
+
+    def count_executing(self) -> None:
+        """Count the executing keyed jobs (every queue: keys and groups span queues)."""
+        job = self.db.tables.job
+        rows = self.conn.execute(
+            select(job.c.capacity_group, job.c.concurrency_key, func.count())
+            .where(
+                job.c.state == state_literal(JobState.EXECUTING.value),
+                job.c.concurrency_key.is_not(None),
+            )
+            .group_by(job.c.capacity_group, job.c.concurrency_key)
+        ).all()
+        for group, key, count in rows:
+            self._take(group, key, count)
+        self.full_keys.update(k for k, n in self.per_key.items() if n >= 1)
+
+    def _take(self, group: str | None, key: str, count: int = 1) -> None:
+        self.per_key[key] += count
+        if group:
+            self.per_group[group] += count
+            self.per_group_key[(group, key)] += count
+
+    def _group_limits(self, group: str, job_id: Any) -> GroupLimits:
+        limits = self.limits.get(group)
+        if limits is None:
+            job = self.db.tables.job
+            meta = self.conn.execute(select(job.c.meta).where(job.c.id == job_id)).scalar_one()
+            declaration = (meta or {}).get("capacity") or {}
+            limits = self.limits[group] = read_group_limits(self.conn, self.db, declaration)
+        return limits
+
+    def admit(self, row: Any) -> bool:
+        """Admit the due job ``row`` if its limits allow it now, counting it; else note the
+        key or group that holds it back."""
+        key, group = row.concurrency_key, row.capacity_group
+        if key is None:
+            return True
+        if not group:
+            if key in self.full_keys:
+                return False
+            self._take(None, key)
+            self.full_keys.add(key)
+            return True
+        if group in self.full_groups or (group, key) in self.full_pairs:
+            return False
+        limits = self._group_limits(group, row.id)
+        if not limits.usable:
+            self.full_groups.add(group)
+            return False
+        assert limits.global_limit is not None and limits.per_key_limit is not None
+        admitted = (
+            self.per_group[group] < limits.global_limit
+            and self.per_group_key[(group, key)] < limits.per_key_limit
+        )
+        if admitted:
+            self._take(group, key)
+        if self.per_group[group] >= limits.global_limit:
+            self.full_groups.add(group)
+        if self.per_group_key[(group, key)] >= limits.per_key_limit:
+            self.full_pairs.add((group, key))
+        return admitted
+
+    def open_jobs(self, job: Any) -> Any:
+        """A filter leaving out the jobs of every key and group found at its limit so far."""
+        keyless = job.c.concurrency_key.is_(None)
+        ungrouped = job.c.capacity_group.is_(None)
+        if self.full_keys:
+            ungrouped = and_(ungrouped, job.c.concurrency_key.not_in(sorted(self.full_keys)))
+        grouped = job.c.capacity_group.is_not(None)
+        if self.full_groups:
+            grouped = and_(grouped, job.c.capacity_group.not_in(sorted(self.full_groups)))
+        if self.full_pairs:
+            pairs = tuple_(job.c.capacity_group, job.c.concurrency_key)
+            grouped = and_(grouped, pairs.not_in(sorted(self.full_pairs)))
+        return or_(keyless, ungrouped, grouped)
+
+
+def choose_jobs(
+    db: Database,
+    conn: Connection,
+    admission: Admission,
+    *,
+    queue: str,
+    limit: int,
+    now: datetime,
+    workers: Sequence[str] | None = None,
+) -> list[Any]:
+    """The ids of up to ``limit`` due jobs of ``queue`` to claim, in claim order, each admitted
+    by ``admission`` (which counts them)."""
+    job = db.tables.job
+    page = max(2 * limit, PAGE_ROWS)
+    chosen: list[Any] = []
+    after: tuple[Any, Any, Any] | None = None
+    while len(chosen) < limit:
+        stmt = (
+            select(
+                job.c.id,
+                job.c.concurrency_key,
+                job.c.capacity_group,
+                job.c.priority,
+                job.c.scheduled_at,
+            )
+            .where(
+                job.c.state == JobState.AVAILABLE.value,
+                job.c.queue == queue,
+                job.c.scheduled_at <= now,
+                admission.open_jobs(job),
+            )
+            .order_by(job.c.priority, job.c.scheduled_at, job.c.id)
+            .limit(page)
+        )
+        if workers is not None:
+            stmt = stmt.where(job.c.worker.in_(list(workers)))
+        if after is not None:
+            stmt = stmt.where(
+                tuple_(job.c.priority, job.c.scheduled_at, job.c.id)
+                > tuple_(
+                    literal(after[0], job.c.priority.type),
+                    literal(after[1], job.c.scheduled_at.type),
+                    literal(after[2], job.c.id.type),
+                )
+            )
+        rows = conn.execute(stmt).all()
+        for row in rows:
+            if admission.admit(row):
+                chosen.append(row.id)
+                if len(chosen) >= limit:
+                    break
+        if len(rows) < page:
+            break
+        last = rows[-1]
+        after = (last.priority, last.scheduled_at, last.id)
+    return chosen
+
+
 def claim_keyed(
     db: Database,
     conn: Connection,
@@ -87,77 +267,28 @@ def claim_keyed(
     queue: str,
     node: str,
     limit: int,
-    now: datetime,
     lease: timedelta,
     code_version: str | None,
+    now: datetime | None = None,
+    workers: Sequence[str] | None = None,
 ) -> list[ClaimedJob]:
-    """Admit and claim up to ``limit`` keyed jobs of ``queue``."""
-    job = db.tables.job
-    candidates = conn.execute(
-        select(job.c.id, job.c.concurrency_key, job.c.capacity_group, job.c.meta)
-        .where(
-            job.c.state == JobState.AVAILABLE.value,
-            job.c.queue == queue,
-            job.c.scheduled_at <= now,
-            job.c.concurrency_key.is_not(None),
-        )
-        .order_by(job.c.priority, job.c.scheduled_at, job.c.id)
-        .limit(max(limit * 4, CANDIDATE_WINDOW))
-    ).all()
-    if not candidates:
+    """Admit and claim up to ``limit`` due jobs of ``queue``, keyed or not, in claim order.
+
+    ``now`` (the claim's time, stored as the runs' start) is read after usage was counted under
+    the admission lock unless the caller fixes it. ``workers``: only jobs of these workers.
+    """
+    if limit <= 0:
         return []
-    groups = sorted({c.capacity_group for c in candidates if c.capacity_group})
-    keys = sorted({c.concurrency_key for c in candidates if not c.capacity_group})
     if db.is_postgresql:
-        for lock in sorted([_lock_id("g", g) for g in groups] + [_lock_id("k", k) for k in keys]):
-            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": lock})
-        # Time passed while waiting for the locks: runs must not appear to start before the
-        # admission that allowed them (the history is how limits are audited).
-        now = max(now, utcnow())
-
-    executing = conn.execute(
-        select(job.c.capacity_group, job.c.concurrency_key, func.count())
-        .where(
-            job.c.state == JobState.EXECUTING.value,
-            job.c.concurrency_key.in_(sorted({c.concurrency_key for c in candidates}))
-            | job.c.capacity_group.in_(groups),
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:id)"),
+            {"id": _lock_id(ADMISSION_LOCK_NAME, db.schema or "")},
         )
-        .group_by(job.c.capacity_group, job.c.concurrency_key)
-    ).all()
-    per_group: Counter[str] = Counter()
-    per_group_key: Counter[tuple[str, str]] = Counter()
-    per_key: Counter[str] = Counter()
-    for group, key, count in executing:
-        per_key[key] += count
-        if group:
-            per_group[group] += count
-            per_group_key[(group, key)] += count
-
-    limits: dict[str, GroupLimits] = {}
-    admitted: list[Any] = []
-    for c in candidates:
-        if len(admitted) >= limit:
-            break
-        key = c.concurrency_key
-        group = c.capacity_group
-        if group:
-            if group not in limits:
-                limits[group] = read_group_limits(conn, db, (c.meta or {}).get("capacity") or {})
-            gl = limits[group]
-            if gl.problem or gl.global_limit is None or gl.per_key_limit is None:
-                continue
-            if (
-                per_group[group] >= gl.global_limit
-                or per_group_key[(group, key)] >= gl.per_key_limit
-            ):
-                continue
-            per_group[group] += 1
-            per_group_key[(group, key)] += 1
-        else:
-            if per_key[key] >= 1:
-                continue
-        per_key[key] += 1
-        admitted.append(c.id)
+    admission = Admission(conn, db)
+    admission.count_executing()
+    if now is None:
+        now = utcnow()
+    admitted = choose_jobs(db, conn, admission, queue=queue, limit=limit, now=now, workers=workers)
     if not admitted:
         return []
     return claim_jobs(

@@ -79,7 +79,6 @@ def test_snooze_reschedules_without_consuming_an_attempt(db: Database) -> None:
     [
         ("cancel", JobState.CANCELLED, "post 7 deleted", RunOutcome.CANCELLED),
         ("discard", JobState.DISCARDED, "invalid address", RunOutcome.DISCARDED),
-        ("nobody_home", JobState.DISCARDED, "unknown worker: nobody_home", RunOutcome.DISCARDED),
     ],
 )
 def test_final_outcomes_record_their_reason(
@@ -91,6 +90,30 @@ def test_final_outcomes_record_their_reason(
     assert final is not None and final.state is state and final.finalized_at is not None
     assert needle in final.errors[-1].error
     assert list_runs(db, inserted.id)[0].outcome is outcome
+
+
+def test_a_job_of_an_unknown_worker_waits_without_using_an_attempt(db: Database) -> None:
+    # A rolling deploy: new job types arrive before the pools that run them.
+    inserted = enqueue(db, job("nobody_home", {"post_id": 7}))
+    drained = drain_jobs(db, registry)
+    waiting = get_job(db, inserted.id)
+    assert waiting is not None and waiting.state is JobState.AVAILABLE
+    assert waiting.attempt == 0 and waiting.errors == [] and list_runs(db, inserted.id) == []
+    assert drained.total == 0 and drained.unknown_workers == {"nobody_home": 1}
+
+
+def test_an_executor_without_the_worker_hands_the_job_back(db: Database) -> None:
+    # Claimed for code that an upgrade then replaced: never discarded, the attempt not used.
+    inserted = enqueue(db, job("nobody_home", {"post_id": 7}))
+    (claimed,) = claim(db, queue="default", node="n1")
+    record(db, [(claimed, execute(registry, claimed))], registry=registry)
+    back = get_job(db, inserted.id)
+    assert back is not None and back.state is JobState.AVAILABLE and back.attempt == 0
+    assert back.lease_token is None and back.errors == []
+    (run,) = list_runs(db, inserted.id)
+    assert run.outcome is RunOutcome.RESCUED and "nobody_home" in (run.error or "")
+    again = claim(db, queue="default", node="n2")
+    assert [c.job.id for c in again] == [inserted.id] and again[0].attempt == 1
 
 
 def test_a_panicking_worker_fails_its_attempt(db: Database) -> None:
