@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from kickside_engine import Job, WorkerRegistry
+from kickside_engine import CapacityDeclaration, Job, WorkerRegistry
 
 registry = WorkerRegistry()
 VERSION = "v1"
@@ -53,3 +53,14 @@ def fail_once(args: dict[str, Any], job: Job) -> None:
     if job.attempt == 1:
         raise RuntimeError("first attempt fails")
     _log(args, job, time.time())
+
+
+#: A capacity group for pool tests; its limits live under this settings namespace.
+POOL_CAPACITY = CapacityDeclaration(group="pool.capacity", settings_namespace="pool.capacity")
+
+
+@registry.worker("capped_sleep", capacity=POOL_CAPACITY)
+def capped_sleep(args: dict[str, Any], job: Job) -> None:
+    start = time.time()
+    time.sleep(float(args.get("seconds", 0.05)))
+    _log(args, job, start)
