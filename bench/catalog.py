@@ -23,6 +23,7 @@ from bench.workloads.enqueue import (
     single_enqueue,
 )
 from bench.workloads.history import CLAIMED_JOBS, LARGE_HISTORY, SMALL_HISTORY, history_scale
+from bench.workloads.keyed import keyed_claims
 from bench.workloads.latency import LATENCY_JOBS, LATENCY_MINIMUM, latency, latency_inprocess
 from bench.workloads.multinode import multi_node
 
@@ -77,6 +78,12 @@ WORKLOADS: tuple[Workload, ...] = (
         "multi_node", "6 multi-node: 1, 2 and 4 pool processes draining", POSTGRESQL, multi_node
     ),
     Workload("dashboard", "7 dashboard refreshes and memory at 1M jobs", POSTGRESQL, dashboard),
+    Workload(
+        "keyed_claims",
+        "9 fair claims: one key's 100,000-job backlog beside 1,000 keys",
+        BOTH,
+        keyed_claims,
+    ),
 )
 
 

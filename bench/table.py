@@ -62,7 +62,8 @@ class Row:
     def label(self, doc: Doc) -> str:
         """The title, its placeholders filled from Kickside's parameters.
 
-        ``{small}``/``{large}``: the history sizes; ``{most}``/``{least}``: the pool counts.
+        ``{small}``/``{large}``: the history sizes; ``{most}``/``{least}``: the pool counts;
+        ``{backlog}``: the keyed backlog.
         """
         if "{" not in self.title:
             return self.title
@@ -75,6 +76,7 @@ class Row:
             large=f"{sizes['large']:,}" if "large" in sizes else "large",
             most=counts[-1],
             least=counts[0],
+            backlog=f"{params['backlog']:,}" if "backlog" in params else "large",
         )
 
     def value(self, doc: Doc, system: str) -> float | None:
@@ -305,6 +307,17 @@ def _rows() -> list[Row]:
             target=at_most(250, " MB"),
         ),
     ]
+    for backend in ("postgresql", "sqlite"):
+        prefix = "" if backend == "postgresql" else "SQLite: "
+        for title, name in (
+            ("claim of 10 past one key's {backlog}-job backlog, median", "claim_p50_ms"),
+            ("claim of 10 past one key's backlog, slowest", "claim_max_ms"),
+            ("claim finding nothing admissible past the backlog", "empty_claim_ms"),
+            ("claim of 10 from a keyless backlog of the same size, median", "keyless_claim_p50_ms"),
+        ):
+            rows.append(
+                Row("9", prefix + title, "keyed_claims", name, "ms", False, backend=backend)
+            )
     for number, title, workload, name, unit, higher in (
         ("8", "SQLite: bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True),
         ("8", "SQLite: bulk enqueue of builders", "bulk_enqueue_builders", "jobs_per_s", "jobs/s",

@@ -34,6 +34,7 @@ from sqlalchemy import (
     Dialect,
     Integer,
     String,
+    Uuid,
     and_,
     bindparam,
     cast,
@@ -135,10 +136,11 @@ def claim_jobs(
         assert job_ids is None and db.is_postgresql
         stmt = _claim_and_settle_statement(db.tables, keyless_only, by_worker, *settle.ctes(db))
         params.update(settle.params)
-    elif job_ids is None:
-        stmt = _claim_statement(db.tables, db.dialect, keyless_only, by_worker)
     else:
-        stmt = _build_claim(db.tables, db.dialect, keyless_only, list(job_ids), by_worker)
+        by_id = job_ids is not None
+        if by_id:
+            params["p_ids"] = list(job_ids or ())
+        stmt = _claim_statement(db.tables, db.dialect, keyless_only, by_worker, by_id)
     if db.is_postgresql and job_ids is None:
         sql, constants = _driver_statement(stmt, db.tables, db.engine.dialect)
         jobs = [job_from_driver_row(r) for r in conn.exec_driver_sql(sql, {**constants, **params})]
@@ -157,9 +159,11 @@ def claim_jobs(
 
 
 @lru_cache(maxsize=64)
-def _claim_statement(tables: Tables, dialect: str, keyless_only: bool, by_worker: bool) -> Any:
+def _claim_statement(
+    tables: Tables, dialect: str, keyless_only: bool, by_worker: bool, by_id: bool = False
+) -> Any:
     """The claim statement, built once per schema: building it costs more than running it."""
-    return _build_claim(tables, dialect, keyless_only, None, by_worker)
+    return _build_claim(tables, dialect, keyless_only, by_id, by_worker)
 
 
 @lru_cache(maxsize=64)
@@ -187,7 +191,7 @@ def _claim_and_settle_statement(
     They touch other rows than the claim (executing jobs of this node, their open runs), and
     PostgreSQL runs every data-modifying CTE whether or not the query reads it.
     """
-    claim = _claim_statement(tables, "postgresql", keyless_only, by_worker)
+    claim = _claim_statement(tables, "postgresql", keyless_only, by_worker, False)
     return claim.add_cte(settled_jobs, settled_runs)
 
 
@@ -206,8 +210,8 @@ def _build_claim(
     tables: Tables,
     dialect: str,
     keyless_only: bool,
-    job_ids: list[uuid.UUID] | None,
-    by_worker: bool = False,
+    by_id: bool,
+    by_worker: bool,
 ) -> Any:
     job: Any = tables.job
     src: Any = tables.job
@@ -228,8 +232,12 @@ def _build_claim(
     )
     if by_worker:
         candidates = candidates.where(worker_filter(src.c.worker, dialect))
-    if job_ids is not None:
-        candidates = candidates.where(src.c.id.in_(job_ids))
+    if by_id:  # the ``p_ids`` parameter: one array on PostgreSQL
+        if dialect == "postgresql":
+            ids = src.c.id == func.any(bindparam("p_ids", type_=ARRAY(Uuid())))
+        else:
+            ids = src.c.id.in_(bindparam("p_ids", expanding=True))
+        candidates = candidates.where(ids)
     if dialect == "postgresql":
         candidates = candidates.with_for_update(skip_locked=True)
     # Materialised, so PostgreSQL runs the locking subquery once: as a plain IN (subquery) it

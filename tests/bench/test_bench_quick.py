@@ -159,3 +159,40 @@ def test_an_unknown_workload_is_a_usage_error() -> None:
     )
     assert proc.returncode == 2
     assert "unknown workload no_such_workload" in proc.stderr
+
+
+def test_quick_keyed_claims_claim_every_admissible_key(target: Target, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--quick",
+            "--only",
+            "keyed_claims",
+            "--backend",
+            target.backend,
+            "--results-dir",
+            str(tmp_path / "keyed"),
+            "--no-peers",
+            "--no-pgbench",
+            "--no-plot",
+            *(
+                ["--database-url", target.url, "--schema", str(target.schema)]
+                if target.backend == "postgresql"
+                else ["--sqlite-path", target.url.removeprefix("sqlite:///")]
+            ),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (json_file,) = (tmp_path / "keyed").glob("*.json")
+    (entry,) = json.loads(json_file.read_text())["results"]
+    assert entry["error"] is None
+    # a's head and every other key's job, whatever the backlog ahead of them.
+    assert entry["metrics"]["jobs_claimed"] == entry["params"]["keys"] + 1
+    assert all(_number(entry["metrics"][m]) for m in ("claim_p50_ms", "empty_claim_ms"))
