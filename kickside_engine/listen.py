@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kickside_engine.notify import channel_name, local_signal
-from kickside_engine.reconnect import RetryDelays
+from kickside_engine.reconnect import Outage
 from kickside_engine.store.database import Database
 
 log = logging.getLogger("kickside.listen")
@@ -86,13 +86,13 @@ class Subscription:
         return conn
 
     def _run(self) -> None:
-        retry = RetryDelays()
+        outage = Outage(log)
         while not self._stop.is_set():
             conn = None
             try:
                 conn = self._connect()
                 self.connected.set()
-                retry.succeeded()
+                outage.succeeded()
                 while not self._stop.is_set():
                     for notification in conn.notifies(timeout=_POLL_S):
                         self._deliver(notification.payload)
@@ -100,9 +100,7 @@ class Subscription:
                 self.connected.clear()
                 if self._stop.is_set():
                     break
-                delay = retry.failed()
-                log.warning("listen: connection lost, retrying in %.1fs: %s", delay, exc)
-                self._stop.wait(delay)
+                self._stop.wait(outage.failed(exc))
             finally:
                 if conn is not None:
                     with contextlib.suppress(Exception):
@@ -114,8 +112,9 @@ def listen(db: Database, callback: Callable[[str], None]) -> Subscription:
 
     On PostgreSQL a daemon thread holds a connection of its own that LISTENs, reconnecting
     with backoff (0.1 s doubling to 5 s, jittered: :mod:`kickside_engine.reconnect`) whenever
-    it is lost; notifications sent while it is
-    down are lost, so treat one as "look again", never as the only way to learn of a change.
+    it is lost, and logging one line when it goes and one when it is back; notifications sent
+    while it is down are lost, so treat one as "look again", never as the only way to learn of
+    a change.
     The callback runs on that thread (keep it short; hand work to your own loop). On SQLite
     it runs on the thread that woke this process's pools. See the module for the payloads.
     """

@@ -19,7 +19,7 @@ from kickside_engine.plugins.lifeline import RescueResult, rescue_expired
 from kickside_engine.plugins.pruner import DEFAULT_MAX_AGE, prune, prune_recurring_executions
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_text
-from kickside_engine.store.database import Database
+from kickside_engine.store.database import Database, unavailable_reason
 
 log = logging.getLogger("kickside.plugins")
 T = TypeVar("T")
@@ -56,7 +56,10 @@ class PluginSet:
         """Run stage, rescue_expired, prune, prune_recurring_executions and cron_tick at ``now``.
 
         An exception in one plugin is logged at error level and recorded in the report; the
-        others still run.
+        others still run. A database that cannot be reached (see
+        :func:`~kickside_engine.store.database.unavailable_reason`) ends the tick instead: the
+        exception propagates, unlogged, for the caller to back off (the next plugins could not
+        reach the database either, and one line per plugin per tick would flood the log).
         """
         now = ensure_aware(now, "now")
         report = PluginTickReport()
@@ -65,6 +68,8 @@ class PluginSet:
             try:
                 return plugin()
             except Exception as exc:
+                if unavailable_reason(exc) is not None:
+                    raise
                 error = redact_text(describe_exception(exc))
                 report.errors[name] = error
                 log.error("plugin %s failed: %s", name, error, extra={"plugin": name})

@@ -40,8 +40,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, 
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.models import ClaimedJob
 from kickside_engine.notify import local_signal
-from kickside_engine.reconnect import RetryDelays
-from kickside_engine.redact import redact_text
+from kickside_engine.reconnect import Outage
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import (
@@ -169,7 +168,11 @@ class WorkerPool:
         self._claim_wanted = True
         self._next_poll = 0.0
         self._next_beat = 0.0
-        self._db_retry = RetryDelays()
+        #: Database trouble: backoff, and one log line when it goes and one when it is back.
+        self._outage = Outage(log)
+        #: Round trips that succeeded (heartbeats, turns): a step that made one proves the
+        #: database is there; a step that only handed work to the store thread does not.
+        self._round_trips = 0
         self._keyed_found: dict[str, bool] = {}
         self._keyed_probe_at: dict[str, float] = {}
         #: Runs turns while executors are busy (see :meth:`_flush_and_claim`).
@@ -426,6 +429,8 @@ class WorkerPool:
         after, for :meth:`_step`'s backoff.
         """
         del self.pending[: done.settled]
+        if done.error is None:
+            self._round_trips += 1
         if turn.plan is not None and done.error is None:
             took_ms = (time.monotonic() - turn.began) * 1000
             self._turn_ms += (took_ms - self._turn_ms) * 0.2
@@ -727,6 +732,7 @@ class WorkerPool:
             workers=self._claim_workers([]) if any(ex.ready for ex in self.executors) else None,
         )
         paused = heartbeat(self.db, beat, utcnow())
+        self._round_trips += 1
         if paused != self.paused:
             self.paused = paused
             self._claim_wanted = True
@@ -790,25 +796,29 @@ class WorkerPool:
         """Events, timers, then record and claim; database trouble backs off and retries.
 
         Unrecorded outcomes stay pending across a failure, so nothing is lost while the
-        database is away; leases may expire meanwhile, and the fencing then drops them.
+        database is away; leases may expire meanwhile, and the fencing then drops them. An
+        outage is logged once when it begins and once when a round trip proves it over (see
+        :class:`~kickside_engine.reconnect.Outage`), not once per retry.
         """
+        round_trips = self._round_trips
         try:
             self._handle_events()
             self._timers()
             self._flush_and_claim()
-            self._db_retry.succeeded()
         except (KicksideError, DBAPIError) as exc:
-            wait = self._db_retry.failed()
-            log.error(
-                "database unavailable, retrying in %.1fs: %s",
-                wait,
-                redact_text(str(exc).splitlines()[0] if str(exc) else repr(exc)),
-            )
+            wait = self._outage.failed(exc)
+            if self._outage.down and self._turn is None:
+                # Kept from turn to turn, it would meet the database's return already dead.
+                self._close_turn_connection()
+            self._next_beat = 0.0  # the retry starts with a heartbeat: one cheap round trip
             self._fence()
             # Wake in time to stop a job whose lease runs out while the database is away (the
             # lease checks and renewals, which need the database, stay due until it is back).
             fence_in = self.leases.fence_due - time.monotonic()
             self._stop.wait(max(0.0, min(wait, fence_in)))
+            return
+        if self._round_trips != round_trips:
+            self._outage.succeeded()
 
     def _on_payload(self, payload: str) -> None:
         self._poke(payload)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select, update
 
 from kickside_engine.clock import utcnow
+from kickside_engine.reconnect import Outage, RetryDelays
 from kickside_engine.store.claims import leases_held_by, renew_leases
 from kickside_engine.store.database import Database
 
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
     from kickside_engine.runtime.config import PoolConfig
 
 log = logging.getLogger("kickside.pool")
+plugin_log = logging.getLogger("kickside.plugins")
 CHECK_INTERVAL = 1.0
+#: How often the plugins run while the database is there.
+TICK_SECONDS = 1.0
 
 
 class LeaseKeeper:
@@ -130,7 +134,12 @@ class LeaseKeeper:
 
 
 class PluginThread:
-    """Runs the plugins (stage, rescue, prune, cron) every second on a thread of its own."""
+    """Runs the plugins (stage, rescue, prune, cron) every second on a thread of its own.
+
+    While the database is away it backs off (1 s doubling to 5 s, jittered: the schedule of
+    :mod:`kickside_engine.reconnect`, from the tick's own second) and logs one line when the
+    database goes and one when it is back, on the ``kickside.plugins`` logger.
+    """
 
     def __init__(self, db: Database, config: PoolConfig) -> None:
         self.db = db
@@ -153,9 +162,12 @@ class PluginThread:
             schedule=tuple(self.config.schedule),  # type: ignore[arg-type]
             prune_after=self.config.prune_after,
         )
+        outage = Outage(plugin_log, RetryDelays(base_seconds=TICK_SECONDS))
         while not self._stop.is_set():
             try:
                 plugins.tick(self.db, utcnow())
-            except Exception:
-                log.exception("plugin tick failed")
-            self._stop.wait(1.0)
+            except Exception as exc:
+                self._stop.wait(outage.failed(exc))
+                continue
+            outage.succeeded()
+            self._stop.wait(TICK_SECONDS)

@@ -204,10 +204,38 @@ def _is_permission_denied(exc: DBAPIError) -> bool:
     return "attempt to write a readonly database" in str(orig)
 
 
+def unavailable_reason(exc: BaseException) -> str | None:
+    """Why the database cannot be used right now, if ``exc`` says it cannot; else None.
+
+    It cannot when the connection was refused, dropped or never made (``exc`` a
+    :class:`DatabaseUnavailableError`, a driver error SQLAlchemy wrapped, or a bare psycopg
+    error from a connection of one's own), and when an SQLite file stayed locked by another
+    writer past the busy timeout. Anything else (a bug, a refused permission, a constraint)
+    is not an outage: retrying it cannot be expected to help by itself.
+    """
+    if isinstance(exc, DatabaseUnavailableError):
+        return str(exc)
+    if isinstance(exc, DBAPIError):
+        if _is_connection_failure(exc) or _is_locked(exc.orig):
+            return _first_line(exc.orig)
+        return None
+    if _is_driver_connection_failure(exc):
+        return _first_line(exc)
+    return None
+
+
+def _is_locked(orig: BaseException | None) -> bool:
+    """SQLite's "database is locked" (SQLITE_BUSY): a writer held the file past the busy
+    timeout."""
+    return type(orig).__module__.startswith("sqlite3") and "is locked" in str(orig)
+
+
 def _is_connection_failure(exc: DBAPIError) -> bool:
-    if exc.connection_invalidated:
-        return True
-    orig = exc.orig
+    return exc.connection_invalidated or _is_driver_connection_failure(exc.orig)
+
+
+def _is_driver_connection_failure(orig: BaseException | None) -> bool:
+    """Whether a driver's own error means the connection failed (psycopg, sqlite3)."""
     module = type(orig).__module__
     if module.startswith("psycopg"):
         import psycopg

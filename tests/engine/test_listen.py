@@ -107,8 +107,10 @@ def test_a_lost_connection_is_reestablished(
     (old,) = _listening_pids(db)
     with other.begin() as conn:
         conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": old})
-    _eventually(lambda: old not in (pids := _listening_pids(db)) and len(pids) == 1,
-                "the subscription to reconnect")
+    _eventually(
+        lambda: old not in (pids := _listening_pids(db)) and len(pids) == 1,
+        "the subscription to reconnect",
+    )
     enqueue(other, JobBuilder("ok", {}).queue("after"))
     inbox.wait_for("after")
 
@@ -151,7 +153,7 @@ def test_a_subscription_cut_off_backs_off_and_starts_over_once_back(
     proxy = Proxy.for_url(PG_URL)
     behind = Target("postgresql", proxy.url(target.url), target.schema).open()
     inbox = Inbox()
-    with retry_log("kickside.listen", "listen: connection lost") as retries:
+    with retry_log("kickside.listen") as retries:
         sub = listen(behind, inbox)
         try:
             assert sub.connected.wait(TIMEOUT), "the subscription never connected"

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from kickside_engine import (
     Database,
+    DatabaseUnavailableError,
     JobBuilder,
     JobState,
     RunOutcome,
@@ -322,3 +323,30 @@ def test_the_plugin_runner_isolates_a_failing_plugin(
     assert logged.levelno == logging.ERROR and "lifeline" in logged.getMessage()
     assert "hunter2-secret" not in logged.getMessage()
     assert "hunter2-secret" not in report.errors["lifeline"]
+
+
+def test_a_lost_database_ends_the_plugin_tick_unlogged_for_the_caller_to_back_off(
+    db: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[str] = []
+
+    def lost(db: Database, now: datetime) -> RescueResult:
+        ran.append("lifeline")
+        raise DatabaseUnavailableError("cannot reach the database: connection refused")
+
+    def pruned(*_args: Any, **_kwargs: Any) -> int:
+        ran.append("pruner")
+        return 0
+
+    monkeypatch.setattr(runner, "rescue_expired", lost)
+    monkeypatch.setattr(runner, "prune", pruned)
+    plugins = PluginSet()
+
+    with (
+        caplog.at_level(logging.DEBUG, logger="kickside.plugins"),
+        pytest.raises(DatabaseUnavailableError),
+    ):
+        plugins.tick(db, utcnow())
+
+    assert ran == ["lifeline"]  # the plugins after it would not have reached it either
+    assert [r for r in caplog.records if r.name.startswith("kickside.plugins")] == []

@@ -1,5 +1,8 @@
 """Catching a client's "retrying in N s" log records, and checking they follow the schedule of
-:mod:`kickside_engine.reconnect` (0.1 s doubling to 5 s, up to a fifth early, waited out)."""
+:mod:`kickside_engine.reconnect` (0.1 s doubling to 5 s, up to a fifth early, waited out).
+
+An :class:`~kickside_engine.reconnect.Outage` logs the first retry of an outage as a warning
+and the others at DEBUG: :data:`RETRIES` matches both."""
 
 from __future__ import annotations
 
@@ -12,12 +15,15 @@ from contextlib import contextmanager
 
 from kickside_engine.reconnect import backoff_seconds
 
+#: The messages of an outage's retries: the first, then the rest.
+RETRIES = ("database unavailable, retrying in", "database still unavailable, retrying in")
+
 
 class RetryLog(logging.Handler):
-    """Records of ``logger`` whose message starts with ``prefix``: (monotonic time, delay),
-    the delay being the record's first argument."""
+    """Records of ``logger`` whose message starts with ``prefix`` (or one of them): (monotonic
+    time, delay), the delay being the record's first argument."""
 
-    def __init__(self, logger: str, prefix: str) -> None:
+    def __init__(self, logger: str, prefix: str | tuple[str, ...] = RETRIES) -> None:
         super().__init__(logging.DEBUG)
         self.logger, self.prefix = logger, prefix
         self.retries: list[tuple[float, float]] = []
@@ -34,15 +40,18 @@ class RetryLog(logging.Handler):
 
 
 @contextmanager
-def retry_log(logger: str, prefix: str) -> Iterator[RetryLog]:
-    """A :class:`RetryLog` attached to ``logger`` for the block."""
+def retry_log(logger: str, prefix: str | tuple[str, ...] = RETRIES) -> Iterator[RetryLog]:
+    """A :class:`RetryLog` attached to ``logger`` for the block (which logs DEBUG meanwhile)."""
     handler = RetryLog(logger, prefix)
     target = logging.getLogger(logger)
+    level = target.level
+    target.setLevel(logging.DEBUG)
     target.addHandler(handler)
     try:
         yield handler
     finally:
         target.removeHandler(handler)
+        target.setLevel(level)
 
 
 def assert_backs_off(retries: list[tuple[float, float]]) -> None:
