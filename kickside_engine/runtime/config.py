@@ -1,7 +1,11 @@
-"""The worker pool's configuration, and parsing ``--queues default:10,mailers:5``."""
+"""The worker pool's configuration, and parsing ``--queues default:10,mailers:5``,
+``--lease 30s`` and ``--queue-leases reports=5m``."""
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
@@ -10,6 +14,13 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.workers import WorkerRegistry, validate_name
 
 DEFAULT_QUEUES = "default:10,mailers:5"
+#: The shortest lease a pool takes: it renews every third of it, and stops a job about a
+#: second before it may run out.
+MIN_LEASE = timedelta(seconds=3)
+#: The longest: a crashed node's jobs wait this long for the Lifeline.
+MAX_LEASE = timedelta(days=1)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_queues(spec: str) -> dict[str, int]:
@@ -34,6 +45,51 @@ def parse_queues(spec: str) -> dict[str, int]:
     return queues
 
 
+def parse_duration(text: str, what: str = "duration") -> timedelta:
+    """Parse ``30s``, ``5m``, ``2h``, ``1d``, ``1m30s`` or plain seconds (``90``, ``2.5``)."""
+    spec = text.strip().lower()
+    try:
+        seconds = float(spec)
+    except ValueError:
+        parts = _DURATION.findall(spec)
+        if not parts or "".join(n + u for n, u in parts) != spec:
+            raise InvalidArgumentError(
+                f"invalid {what} {text!r}: use a number of seconds or e.g. 30s, 5m, 2h, 1m30s"
+            ) from None
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidArgumentError(f"invalid {what} {text!r}: it must be more than 0")
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise InvalidArgumentError(f"invalid {what} {text!r}: too long") from None
+
+
+def parse_queue_leases(spec: str) -> dict[str, timedelta]:
+    """Parse ``queue=duration,...`` (``reports=5m,exports=1h``) into a dict (durations as
+    :func:`parse_duration` reads them)."""
+    leases: dict[str, timedelta] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        name, sep, duration = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InvalidArgumentError(
+                f"invalid queue lease {part!r}: use queue=duration, e.g. reports=5m"
+            )
+        validate_name(name, "queue", max_length=128)
+        leases[name] = parse_duration(duration, f"lease for queue {name!r}")
+    return leases
+
+
+def _check_lease(lease: timedelta, what: str) -> None:
+    if not MIN_LEASE <= lease <= MAX_LEASE:
+        raise InvalidArgumentError(
+            f"{what} must be from 3 seconds to 1 day, got {lease.total_seconds():g}s"
+        )
+
+
 @dataclass(frozen=True)
 class PoolConfig:
     """How a pool runs.
@@ -41,6 +97,13 @@ class PoolConfig:
     ``mode="process"`` (the default of ``kickside worker``) runs each job in an executor
     process importing ``app``; ``mode="thread"`` runs jobs on threads of this process with
     ``registry`` (embedding and tests: a hung job cannot be killed there).
+
+    ``lease`` is how long a claim holds a job without renewal; ``queue_leases`` gives some
+    queues a lease of their own (``{"reports": timedelta(minutes=5)}``). The pool renews each
+    lease every third of it and stops a job whose lease it could not renew in time (the
+    database unreachable), so that no other node runs it at the same time: a longer lease
+    rides out a longer database failover, and a crashed node's jobs wait that much longer for
+    the Lifeline (README, Guarantees).
     """
 
     queues: dict[str, int] = field(default_factory=lambda: parse_queues(DEFAULT_QUEUES))
@@ -49,6 +112,7 @@ class PoolConfig:
     mode: Literal["process", "thread"] = "process"
     node: str | None = None
     lease: timedelta = timedelta(seconds=30)
+    queue_leases: Mapping[str, timedelta] = field(default_factory=dict)
     shutdown_grace: timedelta = timedelta(seconds=25)
     poll_interval: float = 1.0
     default_max_execution: timedelta = timedelta(minutes=5)
@@ -69,8 +133,21 @@ class PoolConfig:
             raise InvalidArgumentError("a thread pool needs a registry or app")
         if self.prefetch is not None and self.prefetch < 0:
             raise InvalidArgumentError("prefetch must be 0 or more")
-        if self.lease.total_seconds() < 3:
-            raise InvalidArgumentError("lease must be at least 3 seconds")
+        self._check_leases()
+
+    def _check_leases(self) -> None:
+        _check_lease(self.lease, "lease")
+        for queue, lease in self.queue_leases.items():
+            if queue not in self.queues:
+                raise InvalidArgumentError(
+                    f"a lease is given for queue {queue!r}, which this pool does not run "
+                    f"(its queues: {', '.join(self.queues)})"
+                )
+            _check_lease(lease, f"the lease of queue {queue!r}")
+
+    def lease_for(self, queue: str) -> timedelta:
+        """The lease a claim of ``queue`` takes: its own, else :attr:`lease`."""
+        return self.queue_leases.get(queue, self.lease)
 
     @property
     def executors(self) -> int:

@@ -566,7 +566,7 @@ class WorkerPool:
                 node=self.node,
                 limit=free,
                 now=done.now,
-                lease=self.config.lease,
+                lease=self.config.lease_for(queue),
                 code_version=turn.version,
                 settle=None if settled else settle,
                 workers=turn.workers,
@@ -614,7 +614,7 @@ class WorkerPool:
         ``since``: the monotonic time just before the claim, from which the lease runs.
         """
         for job in batch:
-            self.leases.track(job.lease_token, since)
+            self.leases.track(job.lease_token, since, self.config.lease_for(queue))
             if idle and self.running_by_queue[queue] < self.config.queues[queue]:
                 assigned.append((idle.pop(0), job))
                 self.running_by_queue[queue] += 1
@@ -674,7 +674,7 @@ class WorkerPool:
             node=self.node,
             limit=limit,
             now=now,
-            lease=self.config.lease,
+            lease=self.config.lease_for(queue),
             code_version=turn.version,
             workers=turn.workers,
         )

@@ -7,6 +7,7 @@ import math
 import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -32,26 +33,27 @@ class LeaseKeeper:
     """Renews this node's leases well before they expire and notices leases it lost.
 
     Every second it checks that each running job still holds its lease (an operator's cancel
-    or a rescue takes it away); every third of the lease it extends them.
+    or a rescue takes it away); every third of the shortest lease held it extends them all,
+    each by its own lease (a queue may have a lease of its own: ``PoolConfig.queue_leases``).
 
     It also knows, by its own clock, until when each lease is surely still held: from just
-    before the claim (or the last renewal that succeeded) plus the lease, less a margin. A
-    lease past that point may have been rescued by another node's Lifeline, so the pool stops
-    its job (:meth:`overdue`) even when it cannot reach the database to ask: a pool cut off
-    from the database must not run on beside the node that took the job over.
+    before the claim (or the last renewal that succeeded) plus the job's lease, less a margin.
+    A lease past that point may have been rescued by another node's Lifeline, so the pool
+    stops its job (:meth:`overdue`) even when it cannot reach the database to ask: a pool cut
+    off from the database must not run on beside the node that took the job over.
     """
 
     def __init__(self, db: Database, node: str, lease: timedelta) -> None:
         self.db = db
         self.node = node
+        #: The lease of a token tracked without one of its own.
         self.lease = lease
-        self.tokens: set[uuid.UUID] = set()
+        #: Each held token's lease.
+        self.leases: dict[uuid.UUID, timedelta] = {}
         #: Monotonic time until which each lease is surely held.
         self.held_until: dict[uuid.UUID, float] = {}
-        seconds = lease.total_seconds()
-        self._safe_for = seconds - min(2.0, seconds * 0.2)
         self._next_check = time.monotonic() + CHECK_INTERVAL
-        self._next_renew = time.monotonic() + seconds / 3
+        self._next_renew = time.monotonic() + lease.total_seconds() / 3
 
     @property
     def next_due(self) -> float:
@@ -68,13 +70,16 @@ class LeaseKeeper:
         """
         return min(self.held_until.values(), default=math.inf)
 
-    def track(self, token: uuid.UUID, since: float) -> None:
-        """Keep ``token``'s lease alive; ``since`` is the monotonic time just before its claim."""
-        self.tokens.add(token)
-        self.held_until[token] = since + self._safe_for
+    def track(self, token: uuid.UUID, since: float, lease: timedelta | None = None) -> None:
+        """Keep ``token``'s lease alive; ``since`` is the monotonic time just before its claim,
+        ``lease`` the lease the claim took (default :attr:`lease`)."""
+        lease = lease if lease is not None else self.lease
+        self.leases[token] = lease
+        self.held_until[token] = since + safe_for(lease)
+        self._next_renew = min(self._next_renew, since + lease.total_seconds() / 3)
 
     def forget(self, token: uuid.UUID) -> None:
-        self.tokens.discard(token)
+        self.leases.pop(token, None)
         self.held_until.pop(token, None)
 
     def overdue(self, mono: float) -> set[uuid.UUID]:
@@ -89,19 +94,18 @@ class LeaseKeeper:
 
     def maintain(self, mono: float) -> set[uuid.UUID]:
         """Renew or check as due; returns the tokens whose lease is gone."""
-        if not self.tokens:
+        if not self.leases:
             self._next_check = mono + CHECK_INTERVAL
             self._next_renew = mono + self.lease.total_seconds() / 3
             return set()
-        tokens = list(self.tokens)
+        tokens = list(self.leases)
         if mono >= self._next_renew:
             started = time.monotonic()
-            held = renew_leases(
-                self.db, node=self.node, tokens=tokens, now=utcnow(), lease=self.lease
-            )
-            for token in held & self.tokens:
-                self.held_until[token] = started + self._safe_for
-            self._next_renew = mono + self.lease.total_seconds() / 3
+            held = self._renew(tokens)
+            for token in held & self.leases.keys():
+                self.held_until[token] = started + safe_for(self.leases[token])
+            shortest = min(self.leases[t] for t in tokens)
+            self._next_renew = mono + shortest.total_seconds() / 3
             self._next_check = mono + CHECK_INTERVAL
         elif mono >= self._next_check:
             held = self._still_held(tokens)
@@ -112,6 +116,17 @@ class LeaseKeeper:
         for token in lost:
             self.forget(token)
         return lost
+
+    def _renew(self, tokens: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Extend each of ``tokens`` by its own lease: one statement per distinct lease."""
+        by_lease: dict[timedelta, list[uuid.UUID]] = defaultdict(list)
+        for token in tokens:
+            by_lease[self.leases[token]].append(token)
+        held: set[uuid.UUID] = set()
+        now = utcnow()
+        for lease, group in by_lease.items():
+            held |= renew_leases(self.db, node=self.node, tokens=group, now=now, lease=lease)
+        return held
 
     def _still_held(self, tokens: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         job = self.db.tables.job
@@ -131,6 +146,13 @@ class LeaseKeeper:
                 .where(leases_held_by(job, self.node, tokens))
                 .values(lease_expires_at=now, updated_at=now)
             )
+
+
+def safe_for(lease: timedelta) -> float:
+    """Seconds after the start of a claim or renewal during which its lease is surely held:
+    the lease less a margin for clocks and the round trip (2 s, or a fifth of a short lease)."""
+    seconds = lease.total_seconds()
+    return seconds - min(2.0, seconds * 0.2)
 
 
 class PluginThread:

@@ -6,11 +6,20 @@ import logging
 import os
 import socket
 import sys
-from typing import Annotated
+from datetime import timedelta
+from typing import Annotated, Any
 
 import typer
 
-from kickside_engine.runtime import PoolConfig, WorkerPool, parse_queues, signal_reload
+from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.runtime import (
+    PoolConfig,
+    WorkerPool,
+    parse_duration,
+    parse_queue_leases,
+    parse_queues,
+    signal_reload,
+)
 from kickside_tui.cli import output
 from kickside_tui.cli.context import (
     app_spec,
@@ -34,7 +43,17 @@ def worker(
     shutdown_grace: Annotated[float, typer.Option("--shutdown-grace", min=0,
                                                   help="Seconds to wait for running jobs.")]
     = 25.0,
-    lease_seconds: Annotated[float, typer.Option("--lease-seconds", min=3)] = 30.0,
+    lease: Annotated[str | None, typer.Option(
+        "--lease", envvar="KICKSIDE_LEASE", help="How long a claim holds a job unrenewed "
+        "(30s, 2m, ...; default 30s), renewed every third of it. A job whose lease cannot be "
+        "renewed in time (database away) is stopped: use at least twice your database's "
+        "failover time (README, Guarantees).")] = None,
+    queue_leases: Annotated[str | None, typer.Option(
+        "--queue-leases", envvar="KICKSIDE_QUEUE_LEASES", help="Queues with a lease of their "
+        "own: queue=duration,... (e.g. reports=5m).")] = None,
+    lease_seconds: Annotated[float | None, typer.Option(
+        "--lease-seconds", min=3, hidden=True, help="The lease in seconds (use --lease).")]
+    = None,
     node: Annotated[str | None, typer.Option("--node", help="Node name (default host:pid).")]
     = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
@@ -44,20 +63,20 @@ def worker(
         "0: off).")] = None,
 ) -> None:
     """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place."""
-    from datetime import timedelta
-
     run_worker(ctx, app, queues, in_process, timedelta(seconds=shutdown_grace),
-               timedelta(seconds=lease_seconds), node, log_level, prefetch)
+               (lease, lease_seconds, queue_leases), node, log_level, prefetch)
 
 
 @handles_errors
 @writes
 def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
-               grace: object, lease: object, node: str | None, log_level: str,
+               grace: object, lease: tuple[str | None, float | None, str | None],
+               node: str | None, log_level: str,
                prefetch: int | None = None) -> None:
     from kickside_engine import migrate
     from kickside_engine.logs import configure_logging
 
+    leases = _leases(*lease)
     configure_logging(log_level)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
@@ -65,12 +84,36 @@ def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
     migrate.ensure_current(db)
     config = PoolConfig(
         queues=parse_queues(queues), app=app_spec(app), mode="thread" if in_process else "process",
-        shutdown_grace=grace, lease=lease, node=node,  # type: ignore[arg-type]
-        prefetch=prefetch,
+        shutdown_grace=grace, node=node,  # type: ignore[arg-type]
+        prefetch=prefetch, **leases,
     )
     pool = WorkerPool(db, config)
-    output.note(f"kickside worker {pool.node} on {db.display_url()} queues={queues}")
+    output.note(f"kickside worker {pool.node} on {db.display_url()} queues={queues} "
+                f"lease={_leases_text(config)}")
     pool.run()
+
+
+def _leases(
+    lease: str | None, lease_seconds: float | None, queue_leases: str | None
+) -> dict[str, Any]:
+    """``PoolConfig``'s ``lease`` and ``queue_leases`` from the options, checked before the
+    database is opened."""
+    if lease is not None and lease_seconds is not None:
+        raise InvalidArgumentError("give --lease or --lease-seconds, not both")
+    if lease is not None:
+        default = parse_duration(lease, "--lease")
+    else:
+        default = timedelta(seconds=30 if lease_seconds is None else lease_seconds)
+    return {
+        "lease": default,
+        "queue_leases": parse_queue_leases(queue_leases) if queue_leases else {},
+    }
+
+
+def _leases_text(config: PoolConfig) -> str:
+    """``30s`` or ``30s,reports=300s``: the leases the pool takes, for its first line."""
+    own = [f"{q}={lease.total_seconds():g}s" for q, lease in config.queue_leases.items()]
+    return ",".join([f"{config.lease.total_seconds():g}s", *own])
 
 
 def reload(ctx: typer.Context) -> None:

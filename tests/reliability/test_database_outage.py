@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from kickside_engine import Database, JobBuilder, enqueue_many
+from kickside_engine import Database, JobBuilder, enqueue, enqueue_many
 from kickside_engine.clock import utcnow
 from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.plugins.lifeline import rescue_expired
@@ -210,4 +210,53 @@ def test_a_pool_cut_off_past_its_lease_stops_the_job_before_another_runs_it(
         codes = [stop(a), *([stop(b)] if b is not None else [])]
         proxy.close()
     assert all(code == 0 for code in codes)
+    assert find_inconsistencies(pg_db) == []
+
+
+def test_a_long_lease_queue_rides_out_a_cut_that_stops_a_short_lease_job(
+    pg_target: Target, pg_db: Database, tmp_path: Path
+) -> None:
+    """A pool with a 3 s lease, and 60 s for queue ``reports``, is cut off for 8 s while a job of
+    each queue runs: it stops the short-lease job once that lease may have run out (the job is
+    rescued and re-run after the outage, never twice at once), and the reports job runs on
+    through the cut, completing on its first attempt."""
+    log = tmp_path / "executions.log"
+    args = {"log": str(log), "ms": 14_000, "retry_ms": 10}
+    short = str(enqueue(pg_db, JobBuilder("chaos", args)).id)
+    long = str(enqueue(pg_db, JobBuilder("chaos", args).queue("reports")).id)
+    proxy = Proxy.for_url(PG_URL)
+    cut_off = Target("postgresql", proxy.url(pg_target.url), pg_target.schema)
+    pool = start_worker(
+        cut_off.cli_args(),
+        app="tests.support.chaos_app",
+        queues="default:1,reports:1",
+        extra=["--lease", "3s", "--queue-leases", "reports=60s", "--node", "pool-a"],
+        log=tmp_path / "pool-a.out",
+    )
+    try:
+        wait_for(lambda: set(read_executions(log)) == {short, long}, 60, "both jobs running")
+        proxy.down()
+        cut_at = time.monotonic()
+        first = read_executions(log)[short][0]
+        wait_for(lambda: not alive(first.pid), 6, "the short-lease job stopped")
+        time.sleep(max(0.0, 8 - (time.monotonic() - cut_at)))
+        running = read_executions(log)[long][0]
+        assert running.end_ns is None and alive(running.pid), "the long-lease job was stopped"
+        up_ns = time.monotonic_ns()
+        proxy.up()
+        wait_for(lambda: state_counts(pg_db) == {"completed": 2}, 60, "both jobs completed")
+    finally:
+        proxy.up()
+        code = stop(pool)
+        proxy.close()
+    assert code == 0
+    executions = read_executions(log)
+    jobs = load_history(pg_db)
+    assert len(executions[long]) == 1 and executions[long][0].end_ns is not None
+    assert [r.outcome for r in jobs[long].runs] == ["completed"]
+    stopped, rerun = executions[short]
+    assert stopped.end_ns is None and rerun.start_ns > up_ns  # never two at once
+    assert [r.outcome for r in jobs[short].runs] == ["rescued", "completed"]
+    assert "leases not renewed in time" in (tmp_path / "pool-a.out").read_text()
+    assert history_problems(jobs) == [] and overlapping_runs(jobs) == []
     assert find_inconsistencies(pg_db) == []
