@@ -13,13 +13,16 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+from textual.actions import ActionParseResult
+from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
@@ -29,6 +32,7 @@ from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
 from kickside_engine.listen import Subscription
 from kickside_engine.plugins.cron import Recurring
 from kickside_tui.adapter import Adapter
+from kickside_tui.cli.context import READ_ONLY_ENV
 from kickside_tui.quiet_logs import kickside_logs_off_the_screen
 from kickside_tui.reconnect import Reconnect
 from kickside_tui.screens.base import ViewScreen
@@ -180,6 +184,30 @@ class KicksideApp(App[None]):
         self.notified_refreshes += 1
         self.refresh_views(auto=True)
 
+    async def run_action(
+        self,
+        action: str | ActionParseResult,
+        default_namespace: DOMNode | None = None,
+        namespaces: Mapping[str, DOMNode] | None = None,
+    ) -> bool:
+        """Run ``action``; a view's write action refused in read-only mode says so in a toast.
+
+        Views disable their write actions in read-only mode (``check_action``), so the footer
+        shows them dimmed; a key bound to one would otherwise do nothing without a word.
+        """
+        if await super().run_action(action, default_namespace, namespaces):
+            return True
+        if self.read_only and isinstance(default_namespace, ViewScreen):
+            name = action[1] if isinstance(action, tuple) else parse_action(action)[1]
+            if name in default_namespace.WRITE_ACTIONS:
+                self.notify(
+                    f"read-only dashboard: {_label(default_namespace, action)} is disabled "
+                    "(started with --read-only or KICKSIDE_READ_ONLY)",
+                    severity="warning",
+                )
+                return True
+        return False
+
     def view_screen(self) -> ViewScreen | None:
         """The view of the current mode."""
         return next((s for s in self.screen_stack if isinstance(s, ViewScreen)), None)
@@ -228,6 +256,15 @@ class KicksideApp(App[None]):
         yield from super().get_system_commands(screen)
 
 
+def _label(view: ViewScreen, action: str | ActionParseResult) -> str:
+    """What ``view``'s footer calls ``action`` (``Bulk discard``), else the action's name."""
+    name = action[1] if isinstance(action, tuple) else parse_action(action)[1]
+    for binding in view.BINDINGS:
+        if isinstance(binding, Binding) and binding.action == action and binding.description:
+            return binding.description
+    return name
+
+
 def load_schedule(spec: str) -> list[Recurring]:
     """The cron schedule named ``module`` or ``module:ATTRIBUTE`` (default ``SCHEDULE``)."""
     module_name, _, attribute = spec.partition(":")
@@ -253,7 +290,8 @@ def run(
         typer.Option("--database-url", envvar=DATABASE_URL_ENV, show_envvar=True,
                      show_default=False,
                      help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB "
-                     "(default: the embedded SQLite file that `kickside demo` fills)."),
+                     "(default: the embedded SQLite file; `kickside demo` runs on its own "
+                     "file and prints its URL)."),
     ] = None,
     schema: Annotated[
         str | None,
@@ -261,7 +299,9 @@ def run(
                      help="PostgreSQL schema for Kickside's tables."),
     ] = None,
     read_only: Annotated[
-        bool, typer.Option("--read-only", help="Disable every action (for a read-only role).")
+        bool,
+        typer.Option("--read-only", envvar=READ_ONLY_ENV, show_envvar=True,
+                     help="Disable every action (for a read-only role)."),
     ] = False,
     refresh: Annotated[
         float,
