@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up a virtual environment and run Kickside's demo or its tests.
 
-    python3 dev.py demo    # the live dashboard over a demo workload, on embedded SQLite
+    python3 dev.py demo    # the live dashboard over a demo workload, on its own SQLite file
     python3 dev.py test    # the whole test suite, on SQLite and PostgreSQL
 
 Each command creates ``.venv`` beside this file on first use and installs Kickside into it

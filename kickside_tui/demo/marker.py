@@ -4,8 +4,8 @@ A cron schedule lives in the application's code, not in the database: the engine
 the runs that fired (key, time, job), never an entry's expression, so a dashboard opened with no
 ``--schedule`` cannot know an application's entries. The demo's can be known. The demo writes
 this setting when it starts, and ``kickside-tui`` given no ``--schedule`` shows the demo's
-schedule over a database that carries it (and only then: the embedded default file may hold an
-application's jobs as well as the demo's).
+schedule over a database that carries it (and only then). The mark also tells
+:mod:`kickside_tui.demo.database` that audit entries about jobs there are the demo's.
 """
 
 from __future__ import annotations

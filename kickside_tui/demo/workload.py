@@ -1,9 +1,14 @@
-"""The demo workload: a pool running the demo workers, and a steady stream of new work."""
+"""The demo workload: a pool running the demo workers, and a steady stream of new work.
+
+Everything it writes goes by the demo's names (queues ``demo-...``, workers, capacity group,
+slot namespace and cron key ``demo.``), listed in :data:`OWNERSHIP`.
+"""
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -11,21 +16,41 @@ from kickside_engine import Database, JobBuilder, WorkerSpec, enqueue, enqueue_m
 from kickside_engine.capacity import set_capacity
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, pause_queue
+from kickside_engine.ownership import Ownership
 from kickside_engine.plugins.cron import Recurring
+from kickside_engine.redact import redact_text
 from kickside_engine.runtime import PoolConfig, WorkerPool
 from kickside_engine.uniqueness import Unique
 from kickside_tui.demo import marker
 from kickside_tui.demo.workers import EXPORTS, registry
 
 APP = "kickside_tui.demo.workers"
-QUEUES = {"default": 6, "mailers": 4, "sync": 3, "exports": 3, "maintenance": 1}
+#: The queue the demo pauses, as a live system would have one (resume it to see it drain).
+PAUSED = "demo-billing"
+QUEUES = {
+    "demo-default": 6,
+    "demo-mailers": 4,
+    "demo-sync": 3,
+    "demo-exports": 3,
+    "demo-maintenance": 1,
+    PAUSED: 1,
+}
+SLOT_NAMESPACE = "demo.accounts"
 ACCOUNTS = [f"acct-{n:03d}" for n in range(1, 13)]
+ACTOR = Actor("demo", "kickside-demo")
 SCHEDULE = (
     Recurring(
-        "search_index_refresh",
+        "demo.search_index_refresh",
         "* * * * *",
-        lambda: JobBuilder.for_worker(_spec("rebuild_search_index")),
+        lambda: JobBuilder.for_worker(_spec("demo.rebuild_search_index")),
     ),
+)
+#: Every name the demo writes under: a database holding anything else is not the demo's.
+OWNERSHIP = Ownership(
+    queues=frozenset(QUEUES) | {spec.queue for spec in registry},
+    workers=frozenset(registry.names()),
+    setting_namespaces=frozenset({marker.NAMESPACE, EXPORTS.settings_namespace}),
+    cron_keys=frozenset(entry.key for entry in SCHEDULE),
 )
 
 
@@ -40,21 +65,25 @@ def job(name: str, args: dict[str, object]) -> JobBuilder:
     return _spec(name).new(args)
 
 
+def _account(account: str) -> JobBuilder:
+    """The slot that syncs ``account``."""
+    return job("demo.sync_account", {"account": account}).slot(SLOT_NAMESPACE, "sync", account)
+
+
 def prepare(db: Database) -> None:
     """Settings, a paused queue and the first slots: the state a live system would have.
 
     It also marks the database as the demo's, so the dashboard shows the demo's cron schedule
     without ``--schedule``.
     """
-    actor = Actor("demo", "kickside-demo")
     now = utcnow()
-    marker.mark(db, [entry.key for entry in SCHEDULE], actor, now)
+    marker.mark(db, [entry.key for entry in SCHEDULE], ACTOR, now)
     set_capacity(
-        db, EXPORTS.settings_namespace, global_limit=2, per_key_limit=1, actor=actor, now=now
+        db, EXPORTS.settings_namespace, global_limit=2, per_key_limit=1, actor=ACTOR, now=now
     )
-    pause_queue(db, "billing", actor, now)
+    pause_queue(db, PAUSED, ACTOR, now)
     for account in ACCOUNTS:
-        job("sync_account", {"account": account}).slot("accounts", "sync", account).insert(db)
+        _account(account).insert(db)
 
 
 def tick(db: Database, rng: random.Random) -> None:
@@ -63,44 +92,47 @@ def tick(db: Database, rng: random.Random) -> None:
     batch = []
     for order in orders:
         email = f"customer{order}@{'invalid.example' if rng.random() < 0.05 else 'example.com'}"
-        batch.append(job("send_receipt", {"order_id": order, "email": email}).tag(f"order:{order}"))
-        batch.append(job("charge_card", {"order_id": order}).tag(f"order:{order}"))
-        batch.append(job("resize_image", {"image_id": order * 7}))
+        tag = f"order:{order}"
+        batch.append(job("demo.send_receipt", {"order_id": order, "email": email}).tag(tag))
+        batch.append(job("demo.charge_card", {"order_id": order}).tag(tag))
+        batch.append(job("demo.resize_image", {"image_id": order * 7}))
     if rng.random() < 0.3:
-        batch.append(job("generate_invoice", {"order_id": orders[0]}))
+        batch.append(job("demo.generate_invoice", {"order_id": orders[0]}))
     enqueue_many(db, batch)
     if rng.random() < 0.5:
         customer = rng.choice(["northwind", "acme", "globex", "initech"])
         enqueue(
             db,
-            job("export_report", {"customer": customer})
+            job("demo.export_report", {"customer": customer})
             .concurrency_key(customer)
             .unique(Unique.args_keys("customer").within(timedelta(seconds=5))),
         )
     if rng.random() < 0.6:
         account = rng.choice(ACCOUNTS)
-        inserted = (
-            job("sync_account", {"account": account}).slot("accounts", "sync", account).insert(db)
-        )
+        inserted = _account(account).insert(db)
         wake_job(db, inserted.id, control=False)
     if rng.random() < 0.05:
-        later = job("resize_image", {"image_id": rng.randint(1, 99)})
+        later = job("demo.resize_image", {"image_id": rng.randint(1, 99)})
         enqueue(db, later.schedule_in(timedelta(minutes=rng.randint(1, 30))))
 
 
 class Demo:
-    """The pool and the traffic generator, started and stopped together."""
+    """The pool and the traffic generator, started and stopped together.
+
+    Through a database outage the pool retries with backoff, as any pool does, and the
+    traffic pauses: ``report`` hears once that it paused (and why) and once that it resumed.
+    """
 
     def __init__(
         self,
         db: Database,
         *,
         seed: int | None = None,
-        on_error: Callable[[BaseException], None] | None = None,
+        report: Callable[[str], None] | None = None,
     ) -> None:
         self.db = db
         self.rng = random.Random(seed)
-        self.on_error = on_error
+        self.report = report or (lambda message: None)
         self.pool = WorkerPool(
             db,
             PoolConfig(
@@ -116,15 +148,28 @@ class Demo:
         self._traffic.start()
 
     def _run(self) -> None:
+        failing_since: float | None = None
         while not self._stop.is_set():
             try:
                 tick(self.db, self.rng)
             except Exception as exc:  # keep generating; the dashboard shows the database state
-                if self.on_error:
-                    self.on_error(exc)
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    self.report(f"demo traffic paused: {describe(exc)} (retrying every second)")
+            else:
+                if failing_since is not None:
+                    paused = time.monotonic() - failing_since
+                    self.report(f"demo traffic resumed after {paused:.0f}s")
+                    failing_since = None
             self._stop.wait(1.0)
 
     def stop(self) -> None:
         self._stop.set()
         self._traffic.join(5)
         self.pool.stop(30)
+
+
+def describe(exc: BaseException) -> str:
+    """The first line of ``exc``, redacted (a driver's message may quote the database URL)."""
+    lines = str(exc).strip().splitlines()
+    return redact_text(lines[0] if lines else type(exc).__name__)

@@ -83,8 +83,8 @@ def test_bad_configuration_exits_with_a_message(
 
 
 def _configured_without_options(target: Target, monkeypatch: pytest.MonkeyPatch) -> Database:
-    """The environment an operator has: SQLite is the default file under KICKSIDE_HOME (the
-    one `kickside demo` fills), PostgreSQL comes from KICKSIDE_DATABASE_URL; no option given."""
+    """The environment an operator has: SQLite is the default file under KICKSIDE_HOME,
+    PostgreSQL comes from KICKSIDE_DATABASE_URL; no option given."""
     monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
     monkeypatch.delenv(SCHEMA_ENV, raising=False)
     if target.backend == "sqlite":
@@ -133,7 +133,7 @@ def test_with_no_options_a_demo_database_shows_the_demo_cron_entries(
     if target.backend == "sqlite":  # the default file under KICKSIDE_HOME
         assert target.url.removeprefix("sqlite:///") in app.adapter.describe()
     rows, note = _cron_view(app)
-    assert [row[:2] for row in rows] == [["search_index_refresh", "* * * * *"]]
+    assert [row[:2] for row in rows] == [["demo.search_index_refresh", "* * * * *"]]
     _, _, last_run, next_run, last_job, problem = rows[0]
     assert last_run != "never" and next_run != "-" and problem == ""
     assert last_job == str(fired.job_id)[-8:]

@@ -22,9 +22,7 @@ from ..conftest import Target
 from .fixtures import build_demo_data, plain, settle
 
 
-def _started(
-    target: Target, monkeypatch: pytest.MonkeyPatch, read_only: str | None
-) -> KicksideApp:
+def _started(target: Target, monkeypatch: pytest.MonkeyPatch, read_only: str | None) -> KicksideApp:
     """The app `kickside-tui` builds with no options, in an environment that sets the variable."""
     monkeypatch.setenv(DATABASE_URL_ENV, target.url)
     if target.schema:
@@ -129,4 +127,3 @@ def test_read_only_from_the_environment_an_action_key_says_so_and_writes_nothing
         assert len(list_audit(db, limit=1000).entries) == audit_before
     finally:
         db.dispose()
-
