@@ -53,7 +53,8 @@ from kickside_engine.explain import Explanation, explain
 from kickside_engine.health import HealthReport, doctor
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
-from kickside_engine.plugins.cron import CronEntryStatus, Recurring, cron_status
+from kickside_engine.plugins.cron import Recurring
+from kickside_engine.schedules import CronEntryStatus, cron_status, running_schedule
 from kickside_engine.search import SCAN_LIMIT, scan_jobs
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, purge_slot, wake_job
 from kickside_tui.demo.marker import filled_by_demo
@@ -168,9 +169,12 @@ class OpsData:
     queues: list[QueueInfo]
     nodes: list[NodeInfo]
     cron: list[CronEntryStatus]
+    #: The entries are a schedule the dashboard was given (``--schedule``).
     schedule_loaded: bool
     #: The entries are the demo's schedule, found because ``kickside demo`` filled the database.
     demo_schedule: bool = False
+    #: The entries are what the running nodes publish (no schedule given).
+    published: bool = False
 
 
 @dataclass(frozen=True)
@@ -201,10 +205,11 @@ class Adapter:
     read_only: bool = False
     clock: Callable[[], datetime] = utcnow
     actor: Actor = field(default_factory=Actor.current)
+    #: The cron schedule to show (``--schedule``); without it, what the running nodes publish.
     schedule: Sequence[Recurring] = ()
-    #: With no ``schedule``, show the demo's when ``kickside demo`` filled the database
-    #: (``kickside-tui`` without ``--schedule``); the check runs at each read, so a demo started
-    #: after the dashboard, or a database that was away at start, is still found.
+    #: With no ``schedule`` and no running node publishing one, show the demo's when
+    #: ``kickside demo`` filled the database (``kickside-tui`` without ``--schedule``); the check
+    #: runs at each read, so a demo started after the dashboard is still found.
     demo_schedule: bool = False
     #: Shown in the header instead of the database URL when set (screenshots use it).
     label: str | None = None
@@ -379,19 +384,20 @@ class Adapter:
         return doctor(self.db, now)
 
     def ops(self, now: datetime) -> OpsData:
-        """Queues, nodes and the cron schedule's last and next runs."""
-        schedule, demo = self.schedule, False
-        if not schedule and self.demo_schedule and filled_by_demo(self.db):
+        """Queues, nodes and the cron schedule's last and next runs.
+
+        The schedule is the one given, else what the running nodes publish, else (over a
+        database ``kickside demo`` filled) the demo's.
+        """
+        queues, nodes = list_queues(self.db, now, exact=False), list_nodes(self.db, now)
+        if self.schedule:
+            return OpsData(queues, nodes, cron_status(self.db, self.schedule, now), True)
+        published = running_schedule(self.db, now)
+        if not published and self.demo_schedule and filled_by_demo(self.db):
             from kickside_tui.demo.workload import SCHEDULE  # the demo's workers load only here
 
-            schedule, demo = SCHEDULE, True
-        return OpsData(
-            queues=list_queues(self.db, now, exact=False),
-            nodes=list_nodes(self.db, now),
-            cron=cron_status(self.db, schedule, now) if schedule else [],
-            schedule_loaded=bool(schedule),
-            demo_schedule=demo,
-        )
+            return OpsData(queues, nodes, cron_status(self.db, SCHEDULE, now), False, True)
+        return OpsData(queues, nodes, published, False, published=bool(published))
 
     def preview(self, action: str, flt: JobFilter) -> BulkPreview:
         """How many jobs a bulk ``action`` over ``flt`` would change (nothing is written)."""

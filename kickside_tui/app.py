@@ -9,11 +9,10 @@ it shows a banner and retries with capped exponential backoff (:mod:`kickside_tu
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -31,6 +30,7 @@ from kickside_engine import InvalidArgumentError, KicksideError, connect_databas
 from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
 from kickside_engine.listen import Subscription
 from kickside_engine.plugins.cron import Recurring
+from kickside_engine.schedules import load_schedule as load_app_schedule
 from kickside_tui.adapter import Adapter
 from kickside_tui.cli.context import READ_ONLY_ENV
 from kickside_tui.quiet_logs import kickside_logs_off_the_screen
@@ -267,17 +267,9 @@ def _label(view: ViewScreen, action: str | ActionParseResult) -> str:
 
 def load_schedule(spec: str) -> list[Recurring]:
     """The cron schedule named ``module`` or ``module:ATTRIBUTE`` (default ``SCHEDULE``)."""
-    module_name, _, attribute = spec.partition(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
-    try:
-        module = importlib.import_module(module_name)
-    except (ImportError, ValueError, TypeError) as exc:  # "" and ".x" are not module names
-        raise InvalidArgumentError(f"schedule: cannot import {module_name!r}: {exc}") from None
-    entries = getattr(module, attribute or "SCHEDULE", None)
-    if not isinstance(entries, Sequence) or not all(isinstance(e, Recurring) for e in entries):
-        raise InvalidArgumentError(f"schedule: {spec!r} is not a list of Recurring entries")
-    return list(entries)
+    return list(load_app_schedule(spec))
 
 
 cli = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -312,7 +304,7 @@ def run(
         str | None,
         typer.Option("--schedule", metavar="MODULE[:ATTRIBUTE]",
                      help="The app's cron schedule, for the Cron table (default attribute "
-                     "SCHEDULE). Without it, a database `kickside demo` filled shows the demo's."),
+                     "SCHEDULE). Without it, the table shows what the running nodes publish."),
     ] = None,
 ) -> None:
     """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health."""

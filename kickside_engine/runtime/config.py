@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.plugins.cron import Recurring, validate_schedule
 from kickside_engine.workers import WorkerRegistry, validate_name
 
 DEFAULT_QUEUES = "default:10,mailers:5"
@@ -104,6 +105,9 @@ class PoolConfig:
     database unreachable), so that no other node runs it at the same time: a longer lease
     rides out a longer database failover, and a crashed node's jobs wait that much longer for
     the Lifeline (README, Guarantees).
+
+    ``schedule`` is the cron schedule the pool runs (with ``run_plugins``) and publishes on its
+    heartbeat; ``kickside worker`` fills it from the app module's ``SCHEDULE``.
     """
 
     queues: dict[str, int] = field(default_factory=lambda: parse_queues(DEFAULT_QUEUES))
@@ -119,7 +123,7 @@ class PoolConfig:
     prune_after: timedelta = timedelta(days=7)
     run_plugins: bool = True
     code_version: str | None = None
-    schedule: tuple[object, ...] = ()
+    schedule: Sequence[Recurring] = ()
     #: How many claimed jobs may wait in the supervisor for an executor to free up, while jobs
     #: are fast (they then start without waiting for a database round trip). None: as many as
     #: the executors get through during one database turn, from 2 to 12 per executor; 0: claim
@@ -134,6 +138,7 @@ class PoolConfig:
         if self.prefetch is not None and self.prefetch < 0:
             raise InvalidArgumentError("prefetch must be 0 or more")
         self._check_leases()
+        self._check_schedule()
 
     def _check_leases(self) -> None:
         _check_lease(self.lease, "lease")
@@ -148,6 +153,12 @@ class PoolConfig:
     def lease_for(self, queue: str) -> timedelta:
         """The lease a claim of ``queue`` takes: its own, else :attr:`lease`."""
         return self.queue_leases.get(queue, self.lease)
+
+    def _check_schedule(self) -> None:
+        if isinstance(self.schedule, str | bytes) or not isinstance(self.schedule, Sequence):
+            raise InvalidArgumentError("schedule must be a list of Recurring entries")
+        validate_schedule(self.schedule)
+        object.__setattr__(self, "schedule", tuple(self.schedule))  # frozen: one fixed copy
 
     @property
     def executors(self) -> int:

@@ -40,6 +40,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, 
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.models import ClaimedJob
 from kickside_engine.notify import local_signal
+from kickside_engine.plugins.cron import SchedulePublication
 from kickside_engine.reconnect import Outage
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
@@ -180,6 +181,8 @@ class WorkerPool:
         self._turn: tuple[Turn, Future[TurnResult]] | None = None
         self._turn_conn: Connection | None = None
         self.leases = LeaseKeeper(db, self.node, config.lease)
+        #: The cron entries this node runs, published on every heartbeat (none without plugins).
+        self._schedule = SchedulePublication(config.schedule if config.run_plugins else ())
         self.stats: Counter[str] = Counter()
         self.ready = threading.Event()
         #: The unexpected error that ended :meth:`run` (a bug), if one did; :meth:`stop` raises
@@ -720,6 +723,7 @@ class WorkerPool:
 
     def _beat(self) -> None:
         busy = sum(1 for ex in self.executors if ex.running is not None)
+        now = utcnow()
         beat = NodeBeat(
             name=self.node,
             host=self.host,
@@ -730,8 +734,9 @@ class WorkerPool:
             executors_total=len(self.executors),
             started_at=self.started_at,
             workers=self._claim_workers([]) if any(ex.ready for ex in self.executors) else None,
+            schedule=self._schedule.document(now),
         )
-        paused = heartbeat(self.db, beat, utcnow())
+        paused = heartbeat(self.db, beat, now)
         self._round_trips += 1
         if paused != self.paused:
             self.paused = paused

@@ -181,7 +181,7 @@ class PluginThread:
         from kickside_engine.plugins.runner import PluginSet
 
         plugins = PluginSet(
-            schedule=tuple(self.config.schedule),  # type: ignore[arg-type]
+            schedule=tuple(self.config.schedule),
             prune_after=self.config.prune_after,
         )
         outage = Outage(plugin_log, RetryDelays(base_seconds=TICK_SECONDS))

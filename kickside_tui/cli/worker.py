@@ -61,10 +61,17 @@ def worker(
         "--prefetch", min=0, help="Jobs claimed ahead of free executors while jobs are fast "
         "(default: what the executors get through in one database turn, 2-12 per executor; "
         "0: off).")] = None,
+    schedule: Annotated[str | None, typer.Option(
+        "--schedule", metavar="MODULE[:ATTRIBUTE]", help="The cron schedule to run (default "
+        "attribute SCHEDULE). Default: the --app module's SCHEDULE, if it defines one.")]
+    = None,
 ) -> None:
-    """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place."""
+    """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place.
+
+    The pool runs the app module's cron ``SCHEDULE`` (or ``--schedule``), loaded once at start.
+    """
     run_worker(ctx, app, queues, in_process, timedelta(seconds=shutdown_grace),
-               (lease, lease_seconds, queue_leases), node, log_level, prefetch)
+               (lease, lease_seconds, queue_leases), node, log_level, prefetch, schedule)
 
 
 @handles_errors
@@ -72,24 +79,31 @@ def worker(
 def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
                grace: object, lease: tuple[str | None, float | None, str | None],
                node: str | None, log_level: str,
-               prefetch: int | None = None) -> None:
+               prefetch: int | None = None, schedule: str | None = None) -> None:
     from kickside_engine import migrate
     from kickside_engine.logs import configure_logging
+    from kickside_engine.schedules import app_schedule, load_schedule
 
     leases = _leases(*lease)
     configure_logging(log_level)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
+    app = app_spec(app)
+    # The supervisor imports the schedule's module (cron builds jobs here, not in executors).
+    entries = (
+        load_schedule(app_spec(schedule, "--schedule")) if schedule else app_schedule(app)
+    )
     db = state(ctx).database()
     migrate.ensure_current(db)
     config = PoolConfig(
-        queues=parse_queues(queues), app=app_spec(app), mode="thread" if in_process else "process",
+        queues=parse_queues(queues), app=app, mode="thread" if in_process else "process",
         shutdown_grace=grace, node=node,  # type: ignore[arg-type]
-        prefetch=prefetch, **leases,
+        prefetch=prefetch, schedule=entries, **leases,
     )
     pool = WorkerPool(db, config)
     output.note(f"kickside worker {pool.node} on {db.display_url()} queues={queues} "
-                f"lease={_leases_text(config)}")
+                f"lease={_leases_text(config)}"
+                + (f" cron entries={len(entries)}" if entries else ""))
     pool.run()
 
 

@@ -1,11 +1,13 @@
 """The mark `kickside demo` leaves in the database it fills.
 
-A cron schedule lives in the application's code, not in the database: the engine records only
-the runs that fired (key, time, job), never an entry's expression, so a dashboard opened with no
-``--schedule`` cannot know an application's entries. The demo's can be known. The demo writes
-this setting when it starts, and ``kickside-tui`` given no ``--schedule`` shows the demo's
-schedule over a database that carries it (and only then). The mark also tells
-:mod:`kickside_tui.demo.database` that audit entries about jobs there are the demo's.
+Running pools publish their cron schedule on their heartbeat, so the dashboard and ``kickside
+cron`` show the demo's entries while the demo runs. Once it stops no node publishes them, and
+the runs it fired stay in the database without their entries. The demo writes this setting when
+it starts, and ``kickside-tui`` given no ``--schedule`` (and ``kickside cron`` without
+``--app``) shows the demo's schedule over a database that carries it when no running node
+publishes one (and only then: the embedded default file may hold an application's jobs as well
+as the demo's). The mark also tells :mod:`kickside_tui.demo.database` that audit entries about
+jobs there are the demo's.
 """
 
 from __future__ import annotations

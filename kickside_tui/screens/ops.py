@@ -49,7 +49,8 @@ class OpsScreen(ViewScreen):
             yield nodes
             yield Static("Cron", classes="section")
             cron: DataTable[Any] = DataTable(id="cron", cursor_type="row", zebra_stripes=True)
-            for column in ("entry", "expression", "last run", "next run", "last job", "problem"):
+            for column in ("entry", "expression", "job", "nodes", "last run", "next run",
+                           "last job", "problem"):
                 cron.add_column(column, key=column)
             yield cron
             yield Static(id="cron-note", classes="status")
@@ -109,7 +110,10 @@ class OpsScreen(ViewScreen):
                 entry.key,
                 [
                     Text(entry.key, style="bold"),
-                    entry.expression,
+                    entry.expression
+                    + ("" if entry.timezone == "UTC" else f" ({entry.timezone})"),
+                    f"{entry.worker} ({entry.queue})" if entry.worker else "-",
+                    ", ".join(entry.nodes) or Text("none", style="yellow"),
                     f"{clock(entry.last_run)} ({relative(entry.last_run, now)})"
                     if entry.last_run else "never",
                     f"{clock(entry.next_run)} ({relative(entry.next_run, now)})"
@@ -122,10 +126,13 @@ class OpsScreen(ViewScreen):
         if data.demo_schedule:
             note = ("the demo's cron schedule (kickside demo filled this database); "
                     "--schedule module:ATTRIBUTE shows another")
+        elif data.published:
+            note = "the entries the running nodes publish"
         elif data.schedule_loaded:
             note = ""
         else:
-            note = "no cron schedule loaded: start kickside-tui with --schedule module:ATTRIBUTE"
+            note = ("no running node publishes a cron entry: kickside worker --app MODULE runs "
+                    "the module's SCHEDULE (--schedule module:ATTRIBUTE shows one here)")
         self.query_one("#cron-note", Static).update(Text(note, style="dim"))
 
     def _selected(self) -> QueueInfo | None:

@@ -11,8 +11,9 @@ from typer.testing import CliRunner, Result
 from kickside_engine import Database, JobBuilder, enqueue, get_job
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, pause_queue
-from kickside_engine.plugins.cron import Recurring, cron_tick
+from kickside_engine.plugins.cron import Recurring, SchedulePublication, cron_tick
 from kickside_engine.settings import get_settings
+from kickside_engine.store.nodes import NodeBeat, heartbeat
 from kickside_engine.testing import drain_jobs
 from kickside_engine.workers import CapacityDeclaration
 from kickside_tui.cli.main import app
@@ -26,7 +27,7 @@ runner = CliRunner()
 #: The schedule `kickside cron --app tests.cli.test_reports_cli` reads.
 SCHEDULE = [
     Recurring("every_minute", "* * * * *", lambda: JobBuilder("ok", {})),
-    Recurring("broken", "61 * * * *", lambda: JobBuilder("ok", {})),
+    Recurring("nightly", "30 2 * * *", lambda: JobBuilder("ok", {}), timezone="Europe/Berlin"),
 ]
 NOT_A_SCHEDULE = 42
 
@@ -129,20 +130,42 @@ def test_cron_shows_next_and_last_runs_from_the_app_schedule(
     entries = {e["key"]: e for e in doc["entries"]}
     assert entries["every_minute"]["last_job_id"] == str(fired.job_id)
     assert entries["every_minute"]["next_run"].endswith("Z")
-    assert entries["broken"]["error"] and entries["broken"]["next_run"] is None
+    assert entries["every_minute"]["nodes"] == []  # no running node publishes it
+    assert entries["nightly"]["timezone"] == "Europe/Berlin"
+    assert entries["nightly"]["next_run"].endswith(("00:30:00Z", "01:30:00Z"))  # 02:30 local
     human = cli(target, "cron", "--app", "tests.cli.test_reports_cli")
     assert human.exit_code == 0 and "every_minute" in human.stdout
-    for app_name in ("tests.cli.test_reports_cli:NOT_A_SCHEDULE", "tests.cli.no_such_module"):
+    for app_name in ("tests.cli.test_reports_cli:NOT_A_SCHEDULE", "tests.cli.no_such_module",
+                     "tests.support.bad_cron_app"):
         bad = cli(target, "cron", "--app", app_name)
         assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+
+
+def test_cron_without_app_shows_what_the_running_nodes_publish(
+    db: Database, target: Target
+) -> None:
+    bare = cli(target, "cron", "--json")
+    assert bare.exit_code == 0 and json.loads(bare.stdout) == {
+        "source": "running nodes", "entries": []}
+    assert "no running node publishes a cron entry" in bare.stderr and "--app" in bare.stderr
+    now = utcnow()
+    published = SchedulePublication(SCHEDULE).document(now)
+    heartbeat(db, NodeBeat("web-1", "h", 1, {"default": 1}, None, 0, 1, now, schedule=published),
+              now)
+    (fired,) = cron_tick(db, SCHEDULE[:1], now)
+    doc = cli_json(target, "cron")
+    assert doc["source"] == "running nodes"
+    every, nightly = doc["entries"]
+    assert (every["key"], every["nodes"], every["worker"]) == ("every_minute", ["web-1"], "ok")
+    assert every["last_job_id"] == str(fired.job_id)
+    assert (nightly["key"], nightly["timezone"]) == ("nightly", "Europe/Berlin")
+    human = cli(target, "cron")
+    assert human.exit_code == 0 and "web-1" in human.stdout and "Europe/Berlin" in human.stdout
 
 
 def test_cron_without_app_shows_the_demos_schedule_only_over_the_demos_database(
     db: Database, target: Target
 ) -> None:
-    bare = cli(target, "cron")
-    assert bare.exit_code == 2 and bare.stdout == ""
-    assert bare.stderr.count("\n") == 1 and "--app" in bare.stderr
     from kickside_tui.demo.workload import SCHEDULE as DEMO
 
     marker.mark(db, [e.key for e in DEMO], Actor("demo", "host"), utcnow())

@@ -1,11 +1,14 @@
-"""`kickside reload` and `kickside demo` against real pools."""
+"""`kickside worker` (cron), `kickside reload` and `kickside demo` against real pools."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -29,6 +32,101 @@ runner = CliRunner()
 def _nodes(db: Database) -> list[str]:
     with db.read() as conn:
         return list(conn.execute(sa.select(db.tables.node.c.name)).scalars())
+
+
+def _cron_json(target: Target) -> Any:
+    result = runner.invoke(app, [*target.cli_args(), "cron", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _cron_jobs(db: Database) -> list[Any]:
+    job = db.tables.job
+    with db.read() as conn:
+        return list(conn.execute(sa.select(job).where(job.c.meta["cron"].is_not(None))))
+
+
+def test_worker_runs_the_apps_schedule_and_every_node_publishes_its_own(
+    db: Database, target: Target, tmp_path: Path
+) -> None:
+    minutely = start_worker(
+        target.cli_args(),
+        app="tests.support.cron_app",
+        extra=["--node", "cron-1"],
+        log=tmp_path / "pool1.out",
+    )
+    nightly = start_worker(
+        target.cli_args(),
+        extra=["--node", "cron-2", "--schedule", "tests.support.cron_app:NIGHTLY"],
+        log=tmp_path / "pool2.out",
+    )
+    try:
+        # "* * * * *" is due at most a minute ago when the pool starts: it fires at once, once.
+        (fired,) = wait_for(lambda: _cron_jobs(db), 60, "the cron entry's job")
+        assert fired.meta == {"cron": "every_minute"} and "cron" in fired.tags
+        wait_for(lambda: get_job(db, fired.id).state is JobState.COMPLETED, 60, "the cron job")  # type: ignore[union-attr]
+        doc = wait_for(
+            lambda: (d := _cron_json(target))["entries"] and len(d["entries"]) == 3 and d,
+            60,
+            "both nodes' schedules",
+        )
+        assert doc["source"] == "running nodes"
+        entries = {e["key"]: e for e in doc["entries"]}
+        every = entries["every_minute"]
+        assert every["nodes"] == ["cron-1"] and every["expression"] == "* * * * *"
+        assert (every["worker"], every["queue"], every["timezone"]) == ("noop", "default", "UTC")
+        assert every["last_job_id"] == str(fired.id) and every["next_run"].endswith("Z")
+        berlin = entries["nightly_berlin"]
+        assert berlin["nodes"] == ["cron-2"] and berlin["timezone"] == "Europe/Berlin"
+        assert berlin["last_run"] is None
+        assert entries["daily_report"]["expression"] == "@daily"
+        assert entries["daily_report"]["queue"] == "reports"
+    finally:
+        assert stop(minutely) == 0
+        assert stop(nightly) == 0
+    assert len(_cron_jobs(db)) <= 2  # at most once a minute, whichever node: here only cron-1
+    assert _cron_json(target)["entries"] == []  # both deregistered: nothing runs cron now
+    assert "cron entries=1" in (tmp_path / "pool1.out").read_text()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--schedule", "tests.support.cron_app:NOT_A_SCHEDULE"],
+            "tests.support.cron_app:NOT_A_SCHEDULE is not a list of Recurring entries",
+        ),
+        (["--schedule", "tests.support.no_such_module"], "cannot import schedule module"),
+        (["--schedule", "not a module!"], "--schedule must name a module"),
+        (
+            ["--app", "tests.support.bad_cron_app"],
+            "cron entry 'broken': invalid cron expression '61 * * * *'",
+        ),
+    ],
+)
+def test_worker_refuses_a_schedule_it_cannot_load_in_one_line(
+    target: Target, options: list[str], message: str
+) -> None:
+    app_option = [] if "--app" in options else ["--app", "tests.support.pool_app"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kickside_tui.cli",
+            *target.cli_args(),
+            "worker",
+            *app_option,
+            *options,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stdout == ""
 
 
 def test_reload_signals_the_local_pool_which_carries_on(

@@ -1,9 +1,11 @@
-"""Racing claimers in separate processes: every job runs exactly once, on both backends."""
+"""Racing claimers and cron ticks in separate processes: every job runs exactly once and
+every cron run fires exactly once, on both backends."""
 
 from __future__ import annotations
 
 import multiprocessing
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -12,6 +14,7 @@ from kickside_engine import Database, JobBuilder, RunOutcome, enqueue_many
 
 from ..conftest import Target
 from ..support.claim_procs import claim_until_empty
+from ..support.cron_procs import tick_in_step
 
 pytestmark = pytest.mark.slow
 PROCESSES = 4
@@ -44,3 +47,32 @@ def test_four_processes_claim_every_job_exactly_once(db: Database, target: Targe
     assert states == {"completed": JOBS}
     assert len(per_job) == JOBS and {n for _, n in per_job} == {1}
     assert outcomes == {RunOutcome.COMPLETED.value}
+
+
+def test_four_processes_ticking_cron_in_step_fire_each_run_exactly_once(
+    db: Database, target: Target
+) -> None:
+    first, every, ticks = datetime(2030, 3, 31, 0, 55, tzinfo=UTC), timedelta(seconds=15), 41
+    ctx = multiprocessing.get_context("spawn")
+    start_at = time.time() + 4  # time for every interpreter to start
+    with ctx.Pool(PROCESSES) as pool:
+        won = pool.starmap(
+            tick_in_step,
+            [(target.url, target.schema, first, ticks, every, start_at, 0.05)] * PROCESSES,
+        )
+    runs = sorted(run for racer in won for run in racer)
+    minute = [(first + timedelta(minutes=m)).isoformat() for m in range(11)]  # 00:55..01:05
+    expected = sorted(
+        [("minutely", t) for t in minute]
+        + [("berlin_nightly", "2030-03-31T01:00:00+00:00")]  # 02:30 skipped: 03:00 CEST
+        + [("new_york_5min", t) for t in minute[::5]]
+    )
+    assert runs == expected  # every run fired, none twice, whichever racer won it
+    assert sum(1 for racer in won if racer) >= 2  # they really raced
+    job, execution = db.tables.job, db.tables.recurring_execution
+    with db.read() as conn:
+        jobs = conn.execute(sa.select(sa.func.count()).select_from(job)).scalar_one()
+        linked = conn.execute(
+            sa.select(sa.func.count(sa.distinct(execution.c.job_id)))
+        ).scalar_one()
+    assert jobs == linked == len(expected)

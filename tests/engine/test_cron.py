@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import zoneinfo
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -13,14 +14,16 @@ import sqlalchemy as sa
 
 from kickside_engine import Database, InvalidArgumentError, JobBuilder, JobState, get_job
 from kickside_engine.plugins.cron import (
+    NICKNAMES,
     CronFire,
     Recurring,
-    cron_status,
     cron_tick,
+    expand,
     next_run,
     previous_run,
     validate_schedule,
 )
+from kickside_engine.schedules import cron_status
 
 from ..conftest import Target
 
@@ -100,14 +103,122 @@ def test_invalid_expressions_are_rejected(bad: str) -> None:
         next_run(bad, MONDAY_8AM)
 
 
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (lambda: Recurring("broken", "0 25 * * *", cleanup), r"'broken'.*invalid cron expression"),
+        (lambda: Recurring("nick", "@fortnightly", cleanup), r"'nick'.*unknown nickname"),
+        (lambda: Recurring("boot", "@reboot", cleanup), r"'boot'.*unknown nickname"),
+        (
+            lambda: Recurring("mars", "0 8 * * *", cleanup, timezone="Mars/Olympus_Mons"),
+            r"'mars'.*unknown timezone 'Mars/Olympus_Mons'",
+        ),
+        (
+            lambda: Recurring("lower", "0 8 * * *", cleanup, timezone="utc"),
+            r"unknown timezone 'utc'",
+        ),
+        (lambda: Recurring("", "0 0 * * *", cleanup), "key must be a non-empty string"),
+        (lambda: Recurring("x", "0 0 * * *", "not callable"), "'x': job must be callable"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_bad_entry_fails_when_the_schedule_is_built(
+    entry: Callable[[], Recurring], message: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        entry()
+
+
 def test_validate_schedule_names_the_bad_entry() -> None:
     validate_schedule([WEEKLY, HOURLY])
-    with pytest.raises(InvalidArgumentError, match=r"'broken'.*invalid cron expression"):
-        validate_schedule([WEEKLY, Recurring("broken", "0 25 * * *", cleanup)])
     with pytest.raises(InvalidArgumentError, match="'cleanup': duplicate key"):
         validate_schedule([HOURLY, Recurring("cleanup", "0 0 * * *", cleanup)])
-    with pytest.raises(InvalidArgumentError, match="key must be a non-empty string"):
-        validate_schedule([Recurring("", "0 0 * * *", cleanup)])
+    with pytest.raises(InvalidArgumentError, match="entry 1 is not a Recurring"):
+        validate_schedule([HOURLY, "0 0 * * *"])  # type: ignore[list-item]
+
+
+# --- nicknames and timezones -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nickname", "following"),
+    [
+        ("@hourly", at(2030, 1, 9, 13, 0)),
+        ("@daily", at(2030, 1, 10, 0, 0)),
+        ("@midnight", at(2030, 1, 10, 0, 0)),
+        ("@weekly", at(2030, 1, 13, 0, 0)),  # Sunday midnight
+        ("@monthly", at(2030, 2, 1, 0, 0)),
+        ("@yearly", at(2031, 1, 1, 0, 0)),
+        ("@annually", at(2031, 1, 1, 0, 0)),
+        ("@DAILY", at(2030, 1, 10, 0, 0)),
+    ],
+)
+def test_nicknames_stand_for_their_expressions(nickname: str, following: datetime) -> None:
+    entry = Recurring("nick", nickname, cleanup)
+    assert entry.next_run(at(2030, 1, 9, 12, 30)) == following
+    assert entry.previous_run(following) == following
+    assert entry.cron == nickname  # shown as written
+    assert expand(nickname) == NICKNAMES[nickname.lower()]
+
+
+def test_an_expression_reads_in_its_timezone() -> None:
+    berlin = Recurring("digest", "0 8 * * MON", digest, timezone="Europe/Berlin")
+    # 08:00 in Berlin is 07:00 UTC in winter, 06:00 UTC in summer.
+    assert berlin.next_run(at(2030, 1, 1)) == at(2030, 1, 7, 7, 0)
+    assert berlin.next_run(at(2030, 7, 1)) == at(2030, 7, 1, 6, 0)
+    assert berlin.previous_run(at(2030, 7, 1, 6, 0)) == at(2030, 7, 1, 6, 0)
+    assert WEEKLY.timezone == "UTC" and WEEKLY.next_run(at(2030, 1, 1)) == MONDAY_8AM
+
+
+def _fires_through(
+    db: Database, entry: Recurring, start: datetime, end: datetime, every: timedelta
+) -> list[datetime]:
+    """Tick like a node (one tick every ``every``) from ``start`` to ``end``: the runs fired."""
+    fired = []
+    now = start
+    while now <= end:
+        fired += [f.run_at for f in cron_tick(db, [entry], now)]
+        now += every
+    return fired
+
+
+def test_a_time_the_spring_forward_skips_runs_once_just_after_the_gap(db: Database) -> None:
+    # 2030-03-31 in Europe/Berlin: 02:00 CET jumps to 03:00 CEST; 02:30 never happens that day.
+    entry = Recurring("nightly", "30 2 * * *", cleanup, timezone="Europe/Berlin")
+    gap_end, day_after = at(2030, 3, 31, 1, 0), at(2030, 4, 1, 0, 30)
+    assert entry.next_run(at(2030, 3, 30, 12)) == gap_end  # 03:00 CEST, the first minute after
+    assert entry.next_run(gap_end) == day_after  # 02:30 CEST again the next day
+    assert entry.previous_run(at(2030, 3, 31, 12)) == gap_end
+    fired = _fires_through(
+        db, entry, at(2030, 3, 30, 23, 0), at(2030, 3, 31, 4, 0), timedelta(seconds=15)
+    )
+    assert fired == [gap_end]
+    assert [e.run_at for e in _executions(db)] == [gap_end]
+
+
+def test_a_time_the_fall_back_repeats_runs_once_at_its_first_pass(db: Database) -> None:
+    # 2030-11-03 in America/New_York: 01:00-01:59 happens twice (EDT, then EST).
+    entry = Recurring("nightly", "0 1 * * *", cleanup, timezone="America/New_York")
+    first_pass, second_pass = at(2030, 11, 3, 5, 0), at(2030, 11, 3, 6, 0)
+    assert entry.next_run(at(2030, 11, 2, 12)) == first_pass
+    assert entry.next_run(first_pass) == at(2030, 11, 4, 6, 0)  # 01:00 EST the next day
+    assert entry.next_run(second_pass) == at(2030, 11, 4, 6, 0)
+    assert entry.previous_run(second_pass) == first_pass
+    half = Recurring("half", "30 1 * * *", cleanup, timezone="America/New_York")
+    # 01:15 EST, on the second pass: the last run was 01:30 EDT, the next is tomorrow's.
+    assert half.previous_run(at(2030, 11, 3, 6, 15)) == at(2030, 11, 3, 5, 30)
+    assert half.next_run(at(2030, 11, 3, 6, 15)) == at(2030, 11, 4, 6, 30)
+    fired = _fires_through(
+        db, entry, at(2030, 11, 3, 3, 0), at(2030, 11, 3, 8, 0), timedelta(seconds=15)
+    )
+    assert fired == [first_pass]
+
+
+def test_an_hourly_entry_follows_real_hours_across_the_fall_back(db: Database) -> None:
+    entry = Recurring("hourly", "@hourly", cleanup, timezone="America/New_York")
+    fired = _fires_through(
+        db, entry, at(2030, 11, 3, 4, 0), at(2030, 11, 3, 7, 30), timedelta(seconds=30)
+    )
+    assert fired == [at(2030, 11, 3, h, 0) for h in (4, 5, 6, 7)]  # 00, 01 EDT, 01, 02 EST
 
 
 # --- ticks ----------------------------------------------------------------------------------
@@ -172,10 +283,11 @@ def test_cron_fires_again_at_the_next_occurrence(db: Database) -> None:
     assert len(_jobs(db)) == 2
 
 
-def test_an_invalid_expression_is_logged_and_skipped_while_others_fire(
+def test_an_entry_whose_due_time_cannot_be_computed_is_logged_and_skipped(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broken = Recurring("broken", "0 25 * * *", cleanup)
+    broken = Recurring("broken", "0 8 * * MON", cleanup)
+    object.__setattr__(broken, "cron", "0 25 * * *")  # e.g. an entry altered after it was built
     with caplog.at_level(logging.ERROR, logger="kickside.plugins.cron"):
         fired = cron_tick(db, [broken, WEEKLY], MONDAY_8AM)
     assert [f.key for f in fired] == ["weekly_digest"]
@@ -196,15 +308,14 @@ def test_an_entry_whose_job_cannot_be_built_leaves_no_trace(
 
 
 def test_cron_status_shows_next_and_last_runs(db: Database) -> None:
-    broken = Recurring("broken", "nonsense", cleanup)
     cron_tick(db, [HOURLY], at(2030, 1, 1, 10, 0))
     (latest,) = cron_tick(db, [HOURLY], at(2030, 1, 1, 11, 0, 30))
     now = at(2030, 1, 1, 11, 20)
-    hourly, weekly, bad = cron_status(db, [HOURLY, WEEKLY, broken], now)
-    assert (hourly.key, hourly.expression) == ("cleanup", "0 * * * *")
+    hourly, weekly = cron_status(db, [HOURLY, WEEKLY], now)
+    assert (hourly.key, hourly.expression, hourly.timezone) == ("cleanup", "0 * * * *", "UTC")
+    assert (hourly.worker, hourly.queue) == ("cleanup", "default")
     assert hourly.next_run == at(2030, 1, 1, 12, 0)
     assert hourly.last_run == at(2030, 1, 1, 11, 0) and hourly.last_job_id == latest.job_id
-    assert hourly.error is None
+    assert hourly.error is None and hourly.nodes == ()  # no running node publishes it
     assert weekly.next_run == MONDAY_8AM and weekly.last_run is None
     assert weekly.last_job_id is None
-    assert bad.next_run is None and bad.error is not None and "nonsense" in bad.error

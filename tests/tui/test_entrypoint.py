@@ -11,15 +11,19 @@ import pytest
 from textual.widgets import DataTable, Static
 from typer.testing import CliRunner
 
-from kickside_engine import Database, migrate
+from kickside_engine import Database, JobBuilder, migrate
 from kickside_engine.clock import utcnow
 from kickside_engine.config import DATABASE_URL_ENV, HOME_ENV, SCHEMA_ENV
-from kickside_engine.plugins.cron import cron_tick
+from kickside_engine.plugins.cron import Recurring, cron_tick
+from kickside_engine.runtime import PoolConfig, WorkerPool
+from kickside_engine.schedules import running_schedule
 from kickside_tui.app import KicksideApp, cli
 from kickside_tui.demo import workload
 from kickside_tui.screens.ops import OpsScreen
 
 from ..conftest import Target
+from ..support.processes import wait_for
+from ..support.workers import registry
 from .fixtures import SCHEDULE, plain, settle, wait_until
 
 
@@ -134,7 +138,7 @@ def test_with_no_options_a_demo_database_shows_the_demo_cron_entries(
         assert target.url.removeprefix("sqlite:///") in app.adapter.describe()
     rows, note = _cron_view(app)
     assert [row[:2] for row in rows] == [["demo.search_index_refresh", "* * * * *"]]
-    _, _, last_run, next_run, last_job, problem = rows[0]
+    _, _, _, _, last_run, next_run, last_job, problem = rows[0]
     assert last_run != "never" and next_run != "-" and problem == ""
     assert last_job == str(fired.job_id)[-8:]
     assert note.startswith("the demo's cron schedule (kickside demo filled this database)")
@@ -153,4 +157,38 @@ def test_with_no_options_another_database_says_how_to_show_cron_entries(
     (app,) = started
     rows, note = _cron_view(app)
     assert rows == []
-    assert note == "no cron schedule loaded: start kickside-tui with --schedule module:ATTRIBUTE"
+    assert note.startswith("no running node publishes a cron entry: kickside worker --app MODULE")
+    assert "--schedule module:ATTRIBUTE" in note
+
+
+def test_with_no_options_the_cron_table_shows_what_the_running_nodes_publish(
+    started: list[KicksideApp], target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _configured_without_options(target, monkeypatch)
+    schedule = [
+        Recurring("minutely", "* * * * *", lambda: JobBuilder("ok", {})),
+        Recurring("berlin", "30 2 * * *", lambda: JobBuilder("ok", {}).queue("reports"),
+                  timezone="Europe/Berlin"),
+    ]
+    pool = WorkerPool(db, PoolConfig(queues={"default": 1}, mode="thread", registry=registry,
+                                     node="tui-node", schedule=schedule))
+    pool.start()
+    try:
+        # "* * * * *" was due under a minute ago: the pool's first plugin tick fires it.
+        wait_for(lambda: running_schedule(db, utcnow())
+                 and running_schedule(db, utcnow())[1].last_run, 60, "the pool to fire cron")
+        result = CliRunner().invoke(cli, [])
+        assert result.exit_code == 0, result.output
+        (app,) = started
+        rows, note = _cron_view(app)
+    finally:
+        pool.stop(30)
+        db.dispose()
+    assert [row[:4] for row in rows] == [
+        ["berlin", "30 2 * * * (Europe/Berlin)", "ok (reports)", "tui-node"],
+        ["minutely", "* * * * *", "ok (default)", "tui-node"],
+    ]
+    berlin, minutely = rows
+    assert berlin[4] == "never" and berlin[5] != "-"
+    assert minutely[4] != "never" and minutely[7] == ""
+    assert note == "the entries the running nodes publish"

@@ -18,6 +18,7 @@ from kickside_tui.widgets.chrome import Banner
 from kickside_tui.widgets.job_detail import JobDetailPane
 
 from .fixtures import (
+    NODE,
     NOW,
     build_demo_data,
     demo_adapter_kwargs,
@@ -106,6 +107,10 @@ def test_every_view_shows_its_data(db: Database) -> None:
             ]
             assert ops.query_one("#nodes", DataTable).row_count == 2
             cron = ops.query_one("#cron", DataTable)
+            # No --schedule: what the live node publishes (the stale node's does not count).
+            assert _column(cron, "entry") == ["cleanup", "weekly_digest"]
+            assert _column(cron, "nodes") == [NODE, NODE]
+            assert _column(cron, "job") == ["cleanup (default)", "digest (default)"]
             assert _column(cron, "last run")[0] == "14:00:00 (5m00s ago)"
 
     asyncio.run(scenario())
