@@ -17,16 +17,29 @@ as before) that also carries ``runs_deleted``, the settled runs that call delete
 Summing ``runs_deleted`` over every call (pending and final) gives the history the purge removed.
 
 Running leases and unsettled history are never deleted.
+
+**The purge request.** The first call marks the slot as being purged (``meta["purge_requested"]``:
+when and by whom, see :func:`purge_request`) and every call clears its pending wakes, demand and
+control alike, and parks it if it was waiting to run: a slot being purged never starts another
+run. Its current run (if any) ends as it would; without pending wakes a successful one parks.
+Until the purge is done, wakes of the slot are refused (:mod:`kickside_engine.wake`), a retry
+of it is refused, and the request shows in ``kickside slots``, ``job``, ``explain`` and the
+dashboard. :func:`withdraw_purge` takes the request back.
+
+:func:`purge_until_done` runs the calls to the end (waiting while the slot runs) and leaves one
+audit row for the whole command, with its outcome.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, select
+from sqlalchemy import Connection, delete, exists, select, update
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
@@ -36,6 +49,12 @@ from kickside_engine.store.database import Database
 from kickside_engine.text import require_text
 
 RUNS_PER_CALL = 100
+#: The key of ``meta`` that records a purge request on the slot being purged.
+PURGE_META_KEY = "purge_requested"
+#: States of a slot waiting to run: a purge request parks it instead.
+_WAITING = frozenset(
+    {JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value}
+)
 
 
 class PurgeResult(int):
@@ -63,6 +82,36 @@ class PurgeResult(int):
 
 
 @dataclass(frozen=True)
+class PurgeRequest:
+    """A purge asked for and not finished yet: when, and by whom (None: an API call)."""
+
+    requested_at: datetime | None
+    requested_by: str | None
+
+    def describe(self) -> str:
+        """``purge pending since 2025-01-02 03:04:05 UTC by alice@ops-1``."""
+        text = "purge pending"
+        if self.requested_at is not None:
+            text += f" since {self.requested_at:%Y-%m-%d %H:%M:%S} UTC"
+        return text + (f" by {self.requested_by}" if self.requested_by else "")
+
+
+def purge_request(meta: Mapping[str, Any] | None) -> PurgeRequest | None:
+    """The pending purge request recorded in a slot's ``meta``, or None."""
+    value = (meta or {}).get(PURGE_META_KEY)
+    if not isinstance(value, Mapping):
+        return None
+    at: datetime | None = None
+    if isinstance(value.get("at"), str):
+        try:
+            at = ensure_aware(datetime.fromisoformat(value["at"]), "at")
+        except (ValueError, InvalidArgumentError):
+            at = None
+    by = value.get("by")
+    return PurgeRequest(at, by if isinstance(by, str) and by else None)
+
+
+@dataclass(frozen=True)
 class _Pending:
     message: str
     details: dict[str, Any]
@@ -74,6 +123,14 @@ def _required(value: Any, field: str) -> str:
     return require_text(value, field, max_length=None)
 
 
+def _identity(namespace: Any, scope: Any, key: Any) -> tuple[str, str, str]:
+    return (
+        _required(namespace, "namespace"),
+        _required(scope, "scope"),
+        _required(key, "key"),
+    )
+
+
 def purge_slot(
     db: Database,
     *,
@@ -82,10 +139,14 @@ def purge_slot(
     key: str,
     now: datetime | None = None,
     actor: Actor | None = None,
+    audit: bool = True,
 ) -> PurgeResult:
     """Remove the slot with this exact identity and its settled run history.
 
-    With ``actor``, each call that changed something leaves an audit row in its transaction.
+    With ``actor`` (and ``audit``), the call leaves one audit row in its transaction, with its
+    ``outcome`` (``removed``, ``absent`` or ``pending``); callers that repeat calls for one
+    command pass ``audit=False`` and audit the command once (as :func:`purge_until_done` does).
+    The actor is recorded in the purge request either way.
 
     Returns a :class:`PurgeResult`, equal to 1 when the slot row was removed and 0 when no slot
     has this identity (a one-shot job holding it is not a slot and is left alone); its
@@ -93,34 +154,29 @@ def purge_slot(
     :class:`ConflictError` with ``details["cleanup_pending"]`` while work remains (see the module
     docstring); its exit code is 4 (retryable).
     """
-    identity = (
-        _required(namespace, "namespace"),
-        _required(scope, "scope"),
-        _required(key, "key"),
-    )
+    identity = _identity(namespace, scope, key)
     now = ensure_aware(now, "now") if now is not None else utcnow()
     with db.begin() as conn:
-        outcome = _purge_page(db, conn, identity, now)
-        if actor is not None:
+        outcome = _purge_page(db, conn, identity, now, actor)
+        if actor is not None and audit:
             details = (
-                outcome.details
+                {"outcome": "pending", **outcome.details}
                 if isinstance(outcome, _Pending)
-                else {"removed": int(outcome), "runs_deleted": outcome.runs_deleted}
+                else {
+                    "outcome": "removed" if outcome else "absent",
+                    "removed": int(outcome),
+                    "runs_deleted": outcome.runs_deleted,
+                }
             )
-            record_audit(
-                conn, db, actor, "purge_slot", "slot", "/".join(identity), dict(details), now
-            )
+            record_audit(conn, db, actor, "purge_slot", "slot", "/".join(identity), details, now)
     if isinstance(outcome, _Pending):
         raise ConflictError(outcome.message, details=outcome.details)
     return outcome
 
 
-def _purge_page(
-    db: Database, conn: Connection, identity: tuple[str, str, str], now: datetime
-) -> PurgeResult | _Pending:
+def _slot_row(db: Database, conn: Connection, identity: tuple[str, str, str]) -> Any:
     job = db.tables.job
-    run = db.tables.job_run
-    stmt = select(job.c.id, job.c.state, job.c.lease_token, job.c.lease_expires_at).where(
+    stmt = select(job).where(
         job.c.namespace == identity[0],
         job.c.scope == identity[1],
         job.c.identity_key == identity[2],
@@ -128,10 +184,42 @@ def _purge_page(
     )
     if db.is_postgresql:
         stmt = stmt.with_for_update()
-    slot = conn.execute(stmt).one_or_none()
+    return conn.execute(stmt).one_or_none()
+
+
+def _hold(db: Database, conn: Connection, slot: Any, now: datetime, actor: Actor | None) -> None:
+    """Record the purge request on the locked slot, clear its wakes and park it if it waits.
+
+    Written only when something changes: a purge that polls a running slot leaves it alone.
+    """
+    meta = dict(slot.meta or {})
+    values: dict[str, Any] = {}
+    if purge_request(meta) is None:
+        meta[PURGE_META_KEY] = {"at": now.isoformat(), "by": str(actor) if actor else None}
+        values["meta"] = meta
+    if slot.demand_pending or slot.control_pending:
+        values.update(demand_pending=False, control_pending=False)
+    if slot.state in _WAITING:
+        values.update(state=JobState.PARKED.value, attempt=0, scheduled_at=now)
+    if values:
+        job = db.tables.job
+        conn.execute(update(job).where(job.c.id == slot.id).values(**values, updated_at=now))
+
+
+def _purge_page(
+    db: Database,
+    conn: Connection,
+    identity: tuple[str, str, str],
+    now: datetime,
+    actor: Actor | None,
+) -> PurgeResult | _Pending:
+    job = db.tables.job
+    run = db.tables.job_run
+    slot = _slot_row(db, conn, identity)
     if slot is None:
         return PurgeResult(False)
     job_id: uuid.UUID = slot.id
+    _hold(db, conn, slot, now, actor)
     settled = run.c.job_id == job_id, run.c.finished_at.is_not(None)
     page = list(
         conn.execute(
@@ -165,3 +253,191 @@ def _purge_page(
         )
     conn.execute(delete(job).where(job.c.id == job_id))
     return PurgeResult(True, runs_deleted=len(page))
+
+
+def withdraw_purge(
+    db: Database,
+    *,
+    namespace: str,
+    scope: str,
+    key: str,
+    now: datetime | None = None,
+    actor: Actor | None = None,
+) -> bool:
+    """Take back a pending purge request: the slot can be woken again (it stays parked).
+
+    Returns False when the slot has no pending purge (or does not exist). Audited with
+    ``actor`` when something changed.
+    """
+    identity = _identity(namespace, scope, key)
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    with db.begin() as conn:
+        slot = _slot_row(db, conn, identity)
+        if slot is None or purge_request(slot.meta) is None:
+            return False
+        meta = {k: v for k, v in (slot.meta or {}).items() if k != PURGE_META_KEY}
+        job = db.tables.job
+        conn.execute(update(job).where(job.c.id == slot.id).values(meta=meta, updated_at=now))
+        if actor is not None:
+            details = {"job_id": str(slot.id)}
+            record_audit(
+                conn, db, actor, "purge_withdraw", "slot", "/".join(identity), details, now
+            )
+    return True
+
+
+@dataclass(frozen=True)
+class PurgeProgress:
+    """Where a purge run by :func:`purge_until_done` stands after a call.
+
+    ``runs_deleted`` and ``calls`` add up every call so far; ``wait_for`` names what the
+    purge waits for (None when it goes on at once or is finished).
+    """
+
+    calls: int
+    runs_deleted: int
+    removed: bool = False
+    absent: bool = False
+    needs_continue: bool = False
+    wait_for: str | None = None
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """True when the slot is gone (removed by this purge, or already absent)."""
+        return self.removed or self.absent
+
+
+@dataclass(frozen=True)
+class PurgeOutcome:
+    """How a purge command ended: ``outcome`` is ``removed``, ``absent``, ``timed_out``,
+    ``stopped`` (the caller's ``wait`` said stop), ``interrupted`` or ``failed``."""
+
+    outcome: str
+    progress: PurgeProgress
+    details: dict[str, Any]
+
+
+def purge_until_done(
+    db: Database,
+    *,
+    namespace: str,
+    scope: str,
+    key: str,
+    actor: Actor,
+    wait: Callable[[float], bool],
+    timeout_seconds: float | None = None,
+    poll_seconds: float = 0.5,
+    clock: Callable[[], datetime] = utcnow,
+    on_progress: Callable[[PurgeProgress], None] | None = None,
+) -> PurgeOutcome:
+    """Purge the slot to its end, following the continuation contract, with one audit row.
+
+    Calls again at once on ``needs_continue``; on ``wait_for`` calls ``wait(seconds)`` first
+    (it returns True to stop: ``stopped``), up to ``timeout_seconds`` after the start
+    (``timed_out``; None: no limit). ``on_progress`` sees every call. However it ends (also
+    by an exception, recorded as ``interrupted`` or ``failed`` and raised again), one
+    ``purge_slot`` audit row records the command: its outcome, calls and runs deleted.
+    """
+    identity = _identity(namespace, scope, key)
+    deadline = None if timeout_seconds is None else time.monotonic() + max(timeout_seconds, 0.0)
+    progress = PurgeProgress(0, 0)
+    outcome = "failed"
+    try:
+        while True:
+            progress = _one_call(db, identity, actor, clock(), progress)
+            if on_progress is not None:
+                on_progress(progress)
+            if progress.finished:
+                outcome = "removed" if progress.removed else "absent"
+                break
+            if progress.needs_continue:
+                continue
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                outcome = "timed_out"
+                break
+            pause = poll_seconds if remaining is None else min(poll_seconds, remaining)
+            if wait(pause):
+                outcome = "stopped"
+                break
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+        raise
+    finally:
+        details = _command_details(outcome, progress, timeout_seconds)
+        _audit_command(db, identity, actor, details, clock(), quiet=outcome in _RAISED)
+    return PurgeOutcome(outcome, progress, details)
+
+
+_RAISED = frozenset({"interrupted", "failed"})
+
+
+def _one_call(
+    db: Database,
+    identity: tuple[str, str, str],
+    actor: Actor,
+    now: datetime,
+    before: PurgeProgress,
+) -> PurgeProgress:
+    calls = before.calls + 1
+    try:
+        result = purge_slot(
+            db, namespace=identity[0], scope=identity[1], key=identity[2], now=now,
+            actor=actor, audit=False,
+        )
+    except ConflictError as exc:
+        if not exc.details.get("cleanup_pending"):
+            raise
+        return PurgeProgress(
+            calls,
+            before.runs_deleted + int(exc.details.get("runs_deleted", 0)),
+            needs_continue=bool(exc.details.get("needs_continue")),
+            wait_for=exc.details.get("wait_for"),
+            message=str(exc),
+        )
+    name = "/".join(identity)
+    if result.removed:
+        return PurgeProgress(calls, before.runs_deleted + result.runs_deleted, removed=True,
+                             message=f"slot {name} removed")
+    return PurgeProgress(calls, before.runs_deleted, absent=True,
+                         message=f"no slot {name} (already gone)")
+
+
+def _command_details(
+    outcome: str, progress: PurgeProgress, timeout_seconds: float | None
+) -> dict[str, Any]:
+    details: dict[str, Any] = {
+        "outcome": outcome,
+        "removed": int(progress.removed),
+        "runs_deleted": progress.runs_deleted,
+        "calls": progress.calls,
+        "until_done": True,
+    }
+    if not progress.finished:
+        details["cleanup_pending"] = True
+        if progress.wait_for:
+            details["wait_for"] = progress.wait_for
+    if outcome == "timed_out":
+        details["timed_out"] = True
+        details["timeout_seconds"] = timeout_seconds
+    return details
+
+
+def _audit_command(
+    db: Database,
+    identity: tuple[str, str, str],
+    actor: Actor,
+    details: dict[str, Any],
+    now: datetime,
+    *,
+    quiet: bool,
+) -> None:
+    """The command's one audit row; ``quiet`` when an exception is on its way already (a
+    database that failed the purge likely fails this too, and must not hide why)."""
+    try:
+        with db.begin() as conn:
+            record_audit(conn, db, actor, "purge_slot", "slot", "/".join(identity), details, now)
+    except Exception:
+        if not quiet:
+            raise

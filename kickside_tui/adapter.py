@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from kickside_engine import (
-    ConflictError,
     Database,
     Job,
     JobState,
@@ -54,8 +53,9 @@ from kickside_engine.health import HealthReport, doctor
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
 from kickside_engine.plugins.cron import CronEntryStatus, Recurring, cron_status
+from kickside_engine.purge import PurgeOutcome, PurgeProgress, purge_until_done
 from kickside_engine.search import SCAN_LIMIT, scan_jobs
-from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, purge_slot, wake_job
+from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, wake_job
 from kickside_tui.demo.marker import filled_by_demo
 
 #: How far back the Metrics view's plots reach, one bucket a minute.
@@ -67,6 +67,8 @@ RATE_WINDOW = timedelta(minutes=4)
 RATE_BUCKET = timedelta(seconds=5)
 #: Executing jobs shown on the Leases view (each costs one run-history read).
 MAX_LEASES = 100
+#: Seconds between purge calls while a purge waits for a lease or history to settle.
+PURGE_POLL_SECONDS = 1.0
 #: The Jobs view counts matches up to this many (a count of millions costs a scan).
 COUNT_LIMIT = 100_000
 
@@ -171,26 +173,6 @@ class OpsData:
     schedule_loaded: bool
     #: The entries are the demo's schedule, found because ``kickside demo`` filled the database.
     demo_schedule: bool = False
-
-
-@dataclass(frozen=True)
-class PurgeStep:
-    """One call of a slot purge: removed, or how the continuation must proceed.
-
-    ``runs_deleted`` counts the settled runs this call deleted, the final call's too, so the sum
-    over the calls is the history the purge removed.
-    """
-
-    runs_deleted: int
-    removed: bool = False
-    absent: bool = False
-    needs_continue: bool = False
-    wait_for: str | None = None
-    message: str = ""
-
-    @property
-    def finished(self) -> bool:
-        return self.removed or self.absent
 
 
 @dataclass
@@ -436,28 +418,22 @@ class Adapter:
         self._check_writable("resume")
         return enable_slot(self.db, job_id, now=now, actor=self.actor)
 
-    def purge_step(self, slot: SlotInfo, now: datetime) -> PurgeStep:
-        """One page of a slot purge; the caller repeats until :attr:`PurgeStep.finished`."""
+    def purge(
+        self,
+        slot: SlotInfo,
+        *,
+        wait: Callable[[float], bool],
+        on_progress: Callable[[PurgeProgress], None],
+    ) -> PurgeOutcome:
+        """Purge a slot to its end (``wait(seconds)`` returns True to stop): one audit row
+        for the whole purge, with its outcome. The slot's wakes are cleared at the first
+        call, so it runs no more."""
         self._check_writable("purge")
-        try:
-            result = purge_slot(
-                self.db, namespace=slot.namespace, scope=slot.scope, key=slot.key, now=now,
-                actor=self.actor,
-            )
-        except ConflictError as exc:
-            if not exc.details.get("cleanup_pending"):
-                raise
-            return PurgeStep(
-                runs_deleted=int(exc.details.get("runs_deleted", 0)),
-                needs_continue=bool(exc.details.get("needs_continue")),
-                wait_for=exc.details.get("wait_for"),
-                message=str(exc),
-            )
-        if result.removed:
-            return PurgeStep(
-                result.runs_deleted, removed=True, message=f"slot {_identity(slot)} removed"
-            )
-        return PurgeStep(0, absent=True, message=f"no slot {_identity(slot)} (already gone)")
+        return purge_until_done(
+            self.db, namespace=slot.namespace, scope=slot.scope, key=slot.key,
+            actor=self.actor, wait=wait, poll_seconds=PURGE_POLL_SECONDS, clock=self.now,
+            on_progress=on_progress,
+        )
 
     def pause_queue(self, name: str, now: datetime) -> QueueInfo:
         """Pause a queue on every node."""
