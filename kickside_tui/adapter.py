@@ -375,9 +375,14 @@ class Adapter:
             demo_schedule=demo,
         )
 
-    def preview(self, action: str, flt: JobFilter) -> BulkPreview:
-        """How many jobs a bulk ``action`` over ``flt`` would change (nothing is written)."""
-        return bulk_preview(self.db, action, flt, sample=5)
+    def preview(
+        self, action: str, flt: JobFilter, *, all_jobs: bool = False,
+        include_completed: bool = False,
+    ) -> BulkPreview:
+        """The jobs a bulk ``action`` over ``flt`` would change (nothing is written); pass the
+        preview to :meth:`bulk`, which acts on these jobs only."""
+        return bulk_preview(self.db, action, flt, all_jobs=all_jobs,
+                            include_completed=include_completed, sample=5, now=self.now())
 
     # --- actions -------------------------------------------------------------------------
 
@@ -447,15 +452,11 @@ class Adapter:
 
     def bulk(
         self,
-        action: str,
-        flt: JobFilter,
+        preview: BulkPreview,
         now: datetime,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> BulkResult:
-        """Apply a bulk retry, cancel or discard over ``flt`` in audited batches."""
-        self._check_writable(f"bulk {action}")
-        return bulk_apply(self.db, action, flt, self.actor, now, on_progress=on_progress)
-
-
-def _identity(slot: SlotInfo) -> str:
-    return f"{slot.namespace}/{slot.scope}/{slot.key}"
+        """Apply a previewed bulk retry, cancel or discard to the previewed jobs, in audited
+        batches."""
+        self._check_writable(f"bulk {preview.action}")
+        return bulk_apply(self.db, preview, self.actor, now, on_progress=on_progress)
