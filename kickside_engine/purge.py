@@ -26,15 +26,14 @@ Until the purge is done, wakes of the slot are refused (:mod:`kickside_engine.wa
 of it is refused, and the request shows in ``kickside slots``, ``job``, ``explain`` and the
 dashboard. :func:`withdraw_purge` takes the request back.
 
-:func:`purge_until_done` runs the calls to the end (waiting while the slot runs) and leaves one
-audit row for the whole command, with its outcome.
+:func:`kickside_engine.purge_runner.purge_until_done` runs the calls to the end (waiting while
+the slot runs) and leaves one audit row for the whole command, with its outcome.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -123,7 +122,8 @@ def _required(value: Any, field: str) -> str:
     return require_text(value, field, max_length=None)
 
 
-def _identity(namespace: Any, scope: Any, key: Any) -> tuple[str, str, str]:
+def identity_of(namespace: Any, scope: Any, key: Any) -> tuple[str, str, str]:
+    """A slot identity from its three parts, each a required non-empty string."""
     return (
         _required(namespace, "namespace"),
         _required(scope, "scope"),
@@ -145,7 +145,8 @@ def purge_slot(
 
     With ``actor`` (and ``audit``), the call leaves one audit row in its transaction, with its
     ``outcome`` (``removed``, ``absent`` or ``pending``); callers that repeat calls for one
-    command pass ``audit=False`` and audit the command once (as :func:`purge_until_done` does).
+    command pass ``audit=False`` and audit the command once (as
+    :func:`~kickside_engine.purge_runner.purge_until_done` does).
     The actor is recorded in the purge request either way.
 
     Returns a :class:`PurgeResult`, equal to 1 when the slot row was removed and 0 when no slot
@@ -154,7 +155,7 @@ def purge_slot(
     :class:`ConflictError` with ``details["cleanup_pending"]`` while work remains (see the module
     docstring); its exit code is 4 (retryable).
     """
-    identity = _identity(namespace, scope, key)
+    identity = identity_of(namespace, scope, key)
     now = ensure_aware(now, "now") if now is not None else utcnow()
     with db.begin() as conn:
         outcome = _purge_page(db, conn, identity, now, actor)
@@ -269,7 +270,7 @@ def withdraw_purge(
     Returns False when the slot has no pending purge (or does not exist). Audited with
     ``actor`` when something changed.
     """
-    identity = _identity(namespace, scope, key)
+    identity = identity_of(namespace, scope, key)
     now = ensure_aware(now, "now") if now is not None else utcnow()
     with db.begin() as conn:
         slot = _slot_row(db, conn, identity)
@@ -284,160 +285,3 @@ def withdraw_purge(
                 conn, db, actor, "purge_withdraw", "slot", "/".join(identity), details, now
             )
     return True
-
-
-@dataclass(frozen=True)
-class PurgeProgress:
-    """Where a purge run by :func:`purge_until_done` stands after a call.
-
-    ``runs_deleted`` and ``calls`` add up every call so far; ``wait_for`` names what the
-    purge waits for (None when it goes on at once or is finished).
-    """
-
-    calls: int
-    runs_deleted: int
-    removed: bool = False
-    absent: bool = False
-    needs_continue: bool = False
-    wait_for: str | None = None
-    message: str = ""
-
-    @property
-    def finished(self) -> bool:
-        """True when the slot is gone (removed by this purge, or already absent)."""
-        return self.removed or self.absent
-
-
-@dataclass(frozen=True)
-class PurgeOutcome:
-    """How a purge command ended: ``outcome`` is ``removed``, ``absent``, ``timed_out``,
-    ``stopped`` (the caller's ``wait`` said stop), ``interrupted`` or ``failed``."""
-
-    outcome: str
-    progress: PurgeProgress
-    details: dict[str, Any]
-
-
-def purge_until_done(
-    db: Database,
-    *,
-    namespace: str,
-    scope: str,
-    key: str,
-    actor: Actor,
-    wait: Callable[[float], bool],
-    timeout_seconds: float | None = None,
-    poll_seconds: float = 0.5,
-    clock: Callable[[], datetime] = utcnow,
-    on_progress: Callable[[PurgeProgress], None] | None = None,
-) -> PurgeOutcome:
-    """Purge the slot to its end, following the continuation contract, with one audit row.
-
-    Calls again at once on ``needs_continue``; on ``wait_for`` calls ``wait(seconds)`` first
-    (it returns True to stop: ``stopped``), up to ``timeout_seconds`` after the start
-    (``timed_out``; None: no limit). ``on_progress`` sees every call. However it ends (also
-    by an exception, recorded as ``interrupted`` or ``failed`` and raised again), one
-    ``purge_slot`` audit row records the command: its outcome, calls and runs deleted.
-    """
-    identity = _identity(namespace, scope, key)
-    deadline = None if timeout_seconds is None else time.monotonic() + max(timeout_seconds, 0.0)
-    progress = PurgeProgress(0, 0)
-    outcome = "failed"
-    try:
-        while True:
-            progress = _one_call(db, identity, actor, clock(), progress)
-            if on_progress is not None:
-                on_progress(progress)
-            if progress.finished:
-                outcome = "removed" if progress.removed else "absent"
-                break
-            if progress.needs_continue:
-                continue
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                outcome = "timed_out"
-                break
-            pause = poll_seconds if remaining is None else min(poll_seconds, remaining)
-            if wait(pause):
-                outcome = "stopped"
-                break
-    except KeyboardInterrupt:
-        outcome = "interrupted"
-        raise
-    finally:
-        details = _command_details(outcome, progress, timeout_seconds)
-        _audit_command(db, identity, actor, details, clock(), quiet=outcome in _RAISED)
-    return PurgeOutcome(outcome, progress, details)
-
-
-_RAISED = frozenset({"interrupted", "failed"})
-
-
-def _one_call(
-    db: Database,
-    identity: tuple[str, str, str],
-    actor: Actor,
-    now: datetime,
-    before: PurgeProgress,
-) -> PurgeProgress:
-    calls = before.calls + 1
-    try:
-        result = purge_slot(
-            db, namespace=identity[0], scope=identity[1], key=identity[2], now=now,
-            actor=actor, audit=False,
-        )
-    except ConflictError as exc:
-        if not exc.details.get("cleanup_pending"):
-            raise
-        return PurgeProgress(
-            calls,
-            before.runs_deleted + int(exc.details.get("runs_deleted", 0)),
-            needs_continue=bool(exc.details.get("needs_continue")),
-            wait_for=exc.details.get("wait_for"),
-            message=str(exc),
-        )
-    name = "/".join(identity)
-    if result.removed:
-        return PurgeProgress(calls, before.runs_deleted + result.runs_deleted, removed=True,
-                             message=f"slot {name} removed")
-    return PurgeProgress(calls, before.runs_deleted, absent=True,
-                         message=f"no slot {name} (already gone)")
-
-
-def _command_details(
-    outcome: str, progress: PurgeProgress, timeout_seconds: float | None
-) -> dict[str, Any]:
-    details: dict[str, Any] = {
-        "outcome": outcome,
-        "removed": int(progress.removed),
-        "runs_deleted": progress.runs_deleted,
-        "calls": progress.calls,
-        "until_done": True,
-    }
-    if not progress.finished:
-        details["cleanup_pending"] = True
-        if progress.wait_for:
-            details["wait_for"] = progress.wait_for
-    if outcome == "timed_out":
-        details["timed_out"] = True
-        details["timeout_seconds"] = timeout_seconds
-    return details
-
-
-def _audit_command(
-    db: Database,
-    identity: tuple[str, str, str],
-    actor: Actor,
-    details: dict[str, Any],
-    now: datetime,
-    *,
-    quiet: bool,
-) -> None:
-    """The command's one audit row; ``quiet`` when an exception is on its way already (a
-    database that failed the purge likely fails this too, and must not hide why)."""
-    try:
-        with db.begin() as conn:
-            record_audit(conn, db, actor, "purge_slot", "slot", "/".join(identity), details, now)
-    except Exception:
-        if not quiet:
-            raise

@@ -53,7 +53,7 @@ from kickside_engine.health import HealthReport, doctor
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
 from kickside_engine.plugins.cron import CronEntryStatus, Recurring, cron_status
-from kickside_engine.purge import PurgeOutcome, PurgeProgress, purge_until_done
+from kickside_engine.purge_runner import PurgeOutcome, PurgeProgress, purge_until_done
 from kickside_engine.search import SCAN_LIMIT, scan_jobs
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, wake_job
 from kickside_tui.demo.marker import filled_by_demo

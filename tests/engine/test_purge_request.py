@@ -26,13 +26,8 @@ from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, retry_job
 from kickside_engine.explain import explain
 from kickside_engine.plugins.lifeline import rescue_expired
-from kickside_engine.purge import (
-    PurgeProgress,
-    purge_request,
-    purge_slot,
-    purge_until_done,
-    withdraw_purge,
-)
+from kickside_engine.purge import purge_request, purge_slot, withdraw_purge
+from kickside_engine.purge_runner import PurgeProgress, purge_until_done
 from kickside_engine.slots import list_slots, wake_job, wake_multi
 
 NS, SCOPE, KEY = "app.sync", "tenant:1", "k1"
