@@ -20,8 +20,16 @@ from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import ConflictError, NotFoundError
 from kickside_engine.lifecycle import final_values_of
-from kickside_engine.models import FINAL_STATES, TRANSITIONS, Job, JobState, RunOutcome
+from kickside_engine.models import (
+    FINAL_STATES,
+    TRANSITIONS,
+    Job,
+    JobKind,
+    JobState,
+    RunOutcome,
+)
 from kickside_engine.notify import local_signal, notify_in_transaction
+from kickside_engine.purge import purge_request
 from kickside_engine.queries import parse_job_id
 from kickside_engine.redact import redact_text
 from kickside_engine.store.database import Database
@@ -59,10 +67,25 @@ def eligible_states(action: str) -> frozenset[JobState]:
     return frozenset(s for s in sources if target in TRANSITIONS[s])
 
 
+def retry_refusal(job: Job) -> str | None:
+    """Why a retry must leave ``job`` alone although its state allows one (None: it may run).
+
+    A slot being purged never runs again (see :mod:`kickside_engine.purge`).
+    """
+    if job.kind is JobKind.SLOT and (request := purge_request(job.meta)) is not None:
+        return f"the slot is being purged ({request.describe()})"
+    return None
+
+
 def check_action(job: Job, action: str) -> None:
     """Raise :class:`ConflictError` (details: state, action, job_id) unless ``action`` applies."""
     if job.state in eligible_states(action):
-        return
+        refusal = retry_refusal(job) if action == "retry" else None
+        if refusal is None:
+            return
+        details = {"state": job.state.value, "action": action, "job_id": str(job.id),
+                   "purge_pending": True}
+        raise ConflictError(f"cannot {action} job {job.id}: {refusal}", details=details)
     details = {"state": job.state.value, "action": action, "job_id": str(job.id)}
     if job.state is JobState.EXECUTING:
         reason = "it is executing (cancel it first)"

@@ -17,6 +17,7 @@ from kickside_engine.clock import ensure_aware
 from kickside_engine.control import NODE_STALE_AFTER, live_nodes, queue_infos
 from kickside_engine.errors import NotFoundError
 from kickside_engine.models import Job, JobState
+from kickside_engine.purge import purge_request
 from kickside_engine.queries import parse_job_id
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import read_group_limits
@@ -60,6 +61,28 @@ def explain(db: Database, job_id: uuid.UUID | str, *, now: datetime) -> Explanat
 
 
 def _reasons(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
+    return _purge_pending(job) + _state_reasons(conn, db, job, now)
+
+
+def _purge_pending(job: Job) -> list[Reason]:
+    """A slot being purged runs no more: say so first, with how to finish (or withdraw) it."""
+    request = purge_request(job.meta) if job.is_slot else None
+    if request is None:
+        return []
+    identity = f"{job.namespace}/{job.scope}/{job.identity_key}"
+    waits = " once its run ends" if job.state is JobState.EXECUTING else ""
+    return [
+        Reason(
+            "purge_pending",
+            f"{request.describe()}: slot {identity} runs no more and is removed{waits} when "
+            "the purge is called again (purge-slot --until-done finishes it; --withdraw "
+            "keeps the slot)",
+            {"requested_at": request.requested_at, "requested_by": request.requested_by},
+        )
+    ]
+
+
+def _state_reasons(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
     state = job.state
     if state is JobState.EXECUTING:
         return _executing(conn, db, job, now)

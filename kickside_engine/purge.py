@@ -17,16 +17,28 @@ as before) that also carries ``runs_deleted``, the settled runs that call delete
 Summing ``runs_deleted`` over every call (pending and final) gives the history the purge removed.
 
 Running leases and unsettled history are never deleted.
+
+**The purge request.** The first call marks the slot as being purged (``meta["purge_requested"]``:
+when and by whom, see :func:`purge_request`) and every call clears its pending wakes, demand and
+control alike, and parks it if it was waiting to run: a slot being purged never starts another
+run. Its current run (if any) ends as it would; without pending wakes a successful one parks.
+Until the purge is done, wakes of the slot are refused (:mod:`kickside_engine.wake`), a retry
+of it is refused, and the request shows in ``kickside slots``, ``job``, ``explain`` and the
+dashboard. :func:`withdraw_purge` takes the request back.
+
+:func:`kickside_engine.purge_runner.purge_until_done` runs the calls to the end (waiting while
+the slot runs) and leaves one audit row for the whole command, with its outcome.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, select
+from sqlalchemy import Connection, delete, exists, select, update
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
@@ -36,6 +48,12 @@ from kickside_engine.store.database import Database
 from kickside_engine.text import require_text
 
 RUNS_PER_CALL = 100
+#: The key of ``meta`` that records a purge request on the slot being purged.
+PURGE_META_KEY = "purge_requested"
+#: States of a slot waiting to run: a purge request parks it instead.
+_WAITING = frozenset(
+    {JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value}
+)
 
 
 class PurgeResult(int):
@@ -63,6 +81,36 @@ class PurgeResult(int):
 
 
 @dataclass(frozen=True)
+class PurgeRequest:
+    """A purge asked for and not finished yet: when, and by whom (None: an API call)."""
+
+    requested_at: datetime | None
+    requested_by: str | None
+
+    def describe(self) -> str:
+        """``purge pending since 2025-01-02 03:04:05 UTC by alice@ops-1``."""
+        text = "purge pending"
+        if self.requested_at is not None:
+            text += f" since {self.requested_at:%Y-%m-%d %H:%M:%S} UTC"
+        return text + (f" by {self.requested_by}" if self.requested_by else "")
+
+
+def purge_request(meta: Mapping[str, Any] | None) -> PurgeRequest | None:
+    """The pending purge request recorded in a slot's ``meta``, or None."""
+    value = (meta or {}).get(PURGE_META_KEY)
+    if not isinstance(value, Mapping):
+        return None
+    at: datetime | None = None
+    if isinstance(value.get("at"), str):
+        try:
+            at = ensure_aware(datetime.fromisoformat(value["at"]), "at")
+        except (ValueError, InvalidArgumentError):
+            at = None
+    by = value.get("by")
+    return PurgeRequest(at, by if isinstance(by, str) and by else None)
+
+
+@dataclass(frozen=True)
 class _Pending:
     message: str
     details: dict[str, Any]
@@ -74,6 +122,15 @@ def _required(value: Any, field: str) -> str:
     return require_text(value, field, max_length=None)
 
 
+def identity_of(namespace: Any, scope: Any, key: Any) -> tuple[str, str, str]:
+    """A slot identity from its three parts, each a required non-empty string."""
+    return (
+        _required(namespace, "namespace"),
+        _required(scope, "scope"),
+        _required(key, "key"),
+    )
+
+
 def purge_slot(
     db: Database,
     *,
@@ -82,10 +139,15 @@ def purge_slot(
     key: str,
     now: datetime | None = None,
     actor: Actor | None = None,
+    audit: bool = True,
 ) -> PurgeResult:
     """Remove the slot with this exact identity and its settled run history.
 
-    With ``actor``, each call that changed something leaves an audit row in its transaction.
+    With ``actor`` (and ``audit``), the call leaves one audit row in its transaction, with its
+    ``outcome`` (``removed``, ``absent`` or ``pending``); callers that repeat calls for one
+    command pass ``audit=False`` and audit the command once (as
+    :func:`~kickside_engine.purge_runner.purge_until_done` does).
+    The actor is recorded in the purge request either way.
 
     Returns a :class:`PurgeResult`, equal to 1 when the slot row was removed and 0 when no slot
     has this identity (a one-shot job holding it is not a slot and is left alone); its
@@ -93,34 +155,29 @@ def purge_slot(
     :class:`ConflictError` with ``details["cleanup_pending"]`` while work remains (see the module
     docstring); its exit code is 4 (retryable).
     """
-    identity = (
-        _required(namespace, "namespace"),
-        _required(scope, "scope"),
-        _required(key, "key"),
-    )
+    identity = identity_of(namespace, scope, key)
     now = ensure_aware(now, "now") if now is not None else utcnow()
     with db.begin() as conn:
-        outcome = _purge_page(db, conn, identity, now)
-        if actor is not None:
+        outcome = _purge_page(db, conn, identity, now, actor)
+        if actor is not None and audit:
             details = (
-                outcome.details
+                {"outcome": "pending", **outcome.details}
                 if isinstance(outcome, _Pending)
-                else {"removed": int(outcome), "runs_deleted": outcome.runs_deleted}
+                else {
+                    "outcome": "removed" if outcome else "absent",
+                    "removed": int(outcome),
+                    "runs_deleted": outcome.runs_deleted,
+                }
             )
-            record_audit(
-                conn, db, actor, "purge_slot", "slot", "/".join(identity), dict(details), now
-            )
+            record_audit(conn, db, actor, "purge_slot", "slot", "/".join(identity), details, now)
     if isinstance(outcome, _Pending):
         raise ConflictError(outcome.message, details=outcome.details)
     return outcome
 
 
-def _purge_page(
-    db: Database, conn: Connection, identity: tuple[str, str, str], now: datetime
-) -> PurgeResult | _Pending:
+def _slot_row(db: Database, conn: Connection, identity: tuple[str, str, str]) -> Any:
     job = db.tables.job
-    run = db.tables.job_run
-    stmt = select(job.c.id, job.c.state, job.c.lease_token, job.c.lease_expires_at).where(
+    stmt = select(job).where(
         job.c.namespace == identity[0],
         job.c.scope == identity[1],
         job.c.identity_key == identity[2],
@@ -128,10 +185,42 @@ def _purge_page(
     )
     if db.is_postgresql:
         stmt = stmt.with_for_update()
-    slot = conn.execute(stmt).one_or_none()
+    return conn.execute(stmt).one_or_none()
+
+
+def _hold(db: Database, conn: Connection, slot: Any, now: datetime, actor: Actor | None) -> None:
+    """Record the purge request on the locked slot, clear its wakes and park it if it waits.
+
+    Written only when something changes: a purge that polls a running slot leaves it alone.
+    """
+    meta = dict(slot.meta or {})
+    values: dict[str, Any] = {}
+    if purge_request(meta) is None:
+        meta[PURGE_META_KEY] = {"at": now.isoformat(), "by": str(actor) if actor else None}
+        values["meta"] = meta
+    if slot.demand_pending or slot.control_pending:
+        values.update(demand_pending=False, control_pending=False)
+    if slot.state in _WAITING:
+        values.update(state=JobState.PARKED.value, attempt=0, scheduled_at=now)
+    if values:
+        job = db.tables.job
+        conn.execute(update(job).where(job.c.id == slot.id).values(**values, updated_at=now))
+
+
+def _purge_page(
+    db: Database,
+    conn: Connection,
+    identity: tuple[str, str, str],
+    now: datetime,
+    actor: Actor | None,
+) -> PurgeResult | _Pending:
+    job = db.tables.job
+    run = db.tables.job_run
+    slot = _slot_row(db, conn, identity)
     if slot is None:
         return PurgeResult(False)
     job_id: uuid.UUID = slot.id
+    _hold(db, conn, slot, now, actor)
     settled = run.c.job_id == job_id, run.c.finished_at.is_not(None)
     page = list(
         conn.execute(
@@ -165,3 +254,34 @@ def _purge_page(
         )
     conn.execute(delete(job).where(job.c.id == job_id))
     return PurgeResult(True, runs_deleted=len(page))
+
+
+def withdraw_purge(
+    db: Database,
+    *,
+    namespace: str,
+    scope: str,
+    key: str,
+    now: datetime | None = None,
+    actor: Actor | None = None,
+) -> bool:
+    """Take back a pending purge request: the slot can be woken again (it stays parked).
+
+    Returns False when the slot has no pending purge (or does not exist). Audited with
+    ``actor`` when something changed.
+    """
+    identity = identity_of(namespace, scope, key)
+    now = ensure_aware(now, "now") if now is not None else utcnow()
+    with db.begin() as conn:
+        slot = _slot_row(db, conn, identity)
+        if slot is None or purge_request(slot.meta) is None:
+            return False
+        meta = {k: v for k, v in (slot.meta or {}).items() if k != PURGE_META_KEY}
+        job = db.tables.job
+        conn.execute(update(job).where(job.c.id == slot.id).values(meta=meta, updated_at=now))
+        if actor is not None:
+            details = {"job_id": str(slot.id)}
+            record_audit(
+                conn, db, actor, "purge_withdraw", "slot", "/".join(identity), details, now
+            )
+    return True

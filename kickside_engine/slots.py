@@ -23,7 +23,14 @@ from kickside_engine.enqueue import JobBuilder, build_row
 from kickside_engine.errors import ConflictError, InvalidArgumentError, NotFoundError
 from kickside_engine.models import FINAL_STATES, Inserted, Job, JobKind, JobState, RunOutcome
 from kickside_engine.notify import local_signal, notify_in_transaction
-from kickside_engine.purge import RUNS_PER_CALL, PurgeResult, purge_slot
+from kickside_engine.purge import (
+    RUNS_PER_CALL,
+    PurgeRequest,
+    PurgeResult,
+    purge_request,
+    purge_slot,
+    withdraw_purge,
+)
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.text import require_text
@@ -41,6 +48,7 @@ from kickside_engine.wake import (
 
 __all__ = [
     "RUNS_PER_CALL",
+    "PurgeRequest",
     "PurgeResult",
     "SlotInfo",
     "WakeKey",
@@ -52,9 +60,11 @@ __all__ = [
     "list_slots",
     "nudge_workers",
     "park_job",
+    "purge_request",
     "purge_slot",
     "wake_job",
     "wake_multi",
+    "withdraw_purge",
 ]
 
 _ENROLL_ATTEMPTS = 5
@@ -156,6 +166,17 @@ def _enroll(
                     "state": state.value,
                 },
             )
+        if (request := purge_request(existing.meta)) is not None:
+            raise ConflictError(
+                f"slot {'/'.join(_identity(existing))} is being purged ({request.describe()}): "
+                "enroll it again once the purge is done",
+                details={
+                    "identity_in_use": "slot",
+                    "purge_pending": True,
+                    "job_id": str(existing.id),
+                    "state": state.value,
+                },
+            )
         values, new_state = wake_values(db, state, control=True, now=now, retry_now=False)
         conn.execute(update(job).where(job.c.id == existing.id).values(**values))
         notify_in_transaction(conn, db, existing.queue)
@@ -191,7 +212,8 @@ class SlotInfo:
     """One slot as an operator sees it.
 
     ``due`` means a claim could take it now; ``next_due_at`` is when a pending slot becomes
-    claimable (None while parked, disabled or running).
+    claimable (None while parked, disabled or running). ``purge`` is the pending purge request
+    (None: none): the slot runs no more and goes once the purge is done.
     """
 
     job_id: uuid.UUID
@@ -209,6 +231,7 @@ class SlotInfo:
     last_started_at: datetime | None
     last_finished_at: datetime | None
     last_outcome: RunOutcome | None
+    purge: PurgeRequest | None = None
 
 
 def list_slots(
@@ -278,6 +301,7 @@ def _slot_info(job: Job, last: Row[Any] | None, now: datetime) -> SlotInfo:
         last_started_at=last.started_at if last is not None else None,
         last_finished_at=last.finished_at if last is not None else None,
         last_outcome=RunOutcome(last.outcome) if last is not None and last.outcome else None,
+        purge=purge_request(job.meta),
     )
 
 

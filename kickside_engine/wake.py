@@ -12,7 +12,9 @@ Either way the ordinary wake makes pending work due now: a ``parked``, ``schedul
 due only on a control wake (an explicit dispatch request); ordinary demand keeps its failure
 backoff, and the retry runs the new work. An ``executing`` job only keeps the flag, so its
 completion leaves a follow-up run; a ``disabled`` slot keeps its state and records the flag, so
-enabling it runs the pending work. Final jobs cannot be woken.
+enabling it runs the pending work. Final jobs cannot be woken, and neither can a slot being
+purged (:mod:`kickside_engine.purge`): :func:`wake_job` refuses it and :func:`wake_multi` passes
+it by.
 
 Every wake locks the job row first (``FOR UPDATE`` on PostgreSQL; SQLite's single writer does
 the same), so it composes with claims (which skip locked rows) and with completions (which wait,
@@ -41,6 +43,7 @@ from kickside_engine.errors import (
 from kickside_engine.ids import require_uuid
 from kickside_engine.models import FINAL_STATES, JobKind, JobState
 from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
+from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
 from kickside_engine.text import require_text
 
@@ -179,6 +182,12 @@ def _wake(
             f"job {job_id} is {state.value}: a finished job cannot be woken",
             details={"state": state.value},
         )
+    if row.kind == JobKind.SLOT.value and (request := purge_request(row.meta)) is not None:
+        raise ConflictError(
+            f"slot {job_id} is being purged ({request.describe()}): it is not woken; "
+            "withdraw the purge first to keep it",
+            details={"state": state.value, "purge_pending": True},
+        )
     notify_in_transaction(conn, db, row.queue)
     if ensure_due and _already_due(state, row.scheduled_at, now):
         return WakeResult(job_id, state, woke=False, already_due=True), row.queue
@@ -215,8 +224,8 @@ def wake_multi(
     overlapping keys never deadlock. ``completion_job_id`` (the job the caller completes in
     the same transaction) joins that ordered prelock without being woken, unless a key selects
     it; with no fan-out rows the completion takes its sole lock itself. One-shot and final jobs
-    holding an identity are not woken. Neither commits nor rolls back; call
-    :func:`nudge_workers` after the caller's commit.
+    holding an identity are not woken, nor is a slot being purged. Neither commits nor rolls
+    back; call :func:`nudge_workers` after the caller's commit.
     """
     wanted = sorted({_wake_key(k) for k in keys})
     completion = (
@@ -246,7 +255,11 @@ def wake_multi(
         if key not in wanted_set:
             continue  # the completion row, or an identity released meanwhile
         found.add(key)
-        if row.kind == JobKind.SLOT.value and row.state not in _FINAL_VALUES:
+        if (
+            row.kind == JobKind.SLOT.value
+            and row.state not in _FINAL_VALUES
+            and purge_request(row.meta) is None  # a slot being purged never runs again
+        ):
             to_wake.append(row.id)
     queues = _demand(db, conn, to_wake, now)
     for queue in sorted(queues):
@@ -268,6 +281,7 @@ def _lock_in_order(db: Database, conn: Connection, ids: list[uuid.UUID]) -> list
                 job.c.namespace,
                 job.c.scope,
                 job.c.identity_key,
+                job.c.meta,
             )
             .where(job.c.id.in_(ids[start : start + _CHUNK]))
             .order_by(job.c.id)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from kickside_engine import (
-    ConflictError,
     Database,
     Job,
     JobState,
@@ -54,9 +53,10 @@ from kickside_engine.health import HealthReport, doctor
 from kickside_engine.listen import Subscription, listen
 from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
 from kickside_engine.plugins.cron import Recurring
+from kickside_engine.purge_runner import PurgeOutcome, PurgeProgress, purge_until_done
 from kickside_engine.schedules import CronEntryStatus, cron_status, running_schedule
 from kickside_engine.search import SCAN_LIMIT, scan_jobs
-from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, purge_slot, wake_job
+from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, wake_job
 from kickside_tui.demo.marker import filled_by_demo
 
 #: How far back the Metrics view's plots reach, one bucket a minute.
@@ -68,6 +68,8 @@ RATE_WINDOW = timedelta(minutes=4)
 RATE_BUCKET = timedelta(seconds=5)
 #: Executing jobs shown on the Leases view (each costs one run-history read).
 MAX_LEASES = 100
+#: Seconds between purge calls while a purge waits for a lease or history to settle.
+PURGE_POLL_SECONDS = 1.0
 #: The Jobs view counts matches up to this many (a count of millions costs a scan).
 COUNT_LIMIT = 100_000
 
@@ -175,26 +177,6 @@ class OpsData:
     demo_schedule: bool = False
     #: The entries are what the running nodes publish (no schedule given).
     published: bool = False
-
-
-@dataclass(frozen=True)
-class PurgeStep:
-    """One call of a slot purge: removed, or how the continuation must proceed.
-
-    ``runs_deleted`` counts the settled runs this call deleted, the final call's too, so the sum
-    over the calls is the history the purge removed.
-    """
-
-    runs_deleted: int
-    removed: bool = False
-    absent: bool = False
-    needs_continue: bool = False
-    wait_for: str | None = None
-    message: str = ""
-
-    @property
-    def finished(self) -> bool:
-        return self.removed or self.absent
 
 
 @dataclass
@@ -399,9 +381,14 @@ class Adapter:
             return OpsData(queues, nodes, cron_status(self.db, SCHEDULE, now), False, True)
         return OpsData(queues, nodes, published, False, published=bool(published))
 
-    def preview(self, action: str, flt: JobFilter) -> BulkPreview:
-        """How many jobs a bulk ``action`` over ``flt`` would change (nothing is written)."""
-        return bulk_preview(self.db, action, flt, sample=5)
+    def preview(
+        self, action: str, flt: JobFilter, *, all_jobs: bool = False,
+        include_completed: bool = False,
+    ) -> BulkPreview:
+        """The jobs a bulk ``action`` over ``flt`` would change (nothing is written); pass the
+        preview to :meth:`bulk`, which acts on these jobs only."""
+        return bulk_preview(self.db, action, flt, all_jobs=all_jobs,
+                            include_completed=include_completed, sample=5, now=self.now())
 
     # --- actions -------------------------------------------------------------------------
 
@@ -442,28 +429,22 @@ class Adapter:
         self._check_writable("resume")
         return enable_slot(self.db, job_id, now=now, actor=self.actor)
 
-    def purge_step(self, slot: SlotInfo, now: datetime) -> PurgeStep:
-        """One page of a slot purge; the caller repeats until :attr:`PurgeStep.finished`."""
+    def purge(
+        self,
+        slot: SlotInfo,
+        *,
+        wait: Callable[[float], bool],
+        on_progress: Callable[[PurgeProgress], None],
+    ) -> PurgeOutcome:
+        """Purge a slot to its end (``wait(seconds)`` returns True to stop): one audit row
+        for the whole purge, with its outcome. The slot's wakes are cleared at the first
+        call, so it runs no more."""
         self._check_writable("purge")
-        try:
-            result = purge_slot(
-                self.db, namespace=slot.namespace, scope=slot.scope, key=slot.key, now=now,
-                actor=self.actor,
-            )
-        except ConflictError as exc:
-            if not exc.details.get("cleanup_pending"):
-                raise
-            return PurgeStep(
-                runs_deleted=int(exc.details.get("runs_deleted", 0)),
-                needs_continue=bool(exc.details.get("needs_continue")),
-                wait_for=exc.details.get("wait_for"),
-                message=str(exc),
-            )
-        if result.removed:
-            return PurgeStep(
-                result.runs_deleted, removed=True, message=f"slot {_identity(slot)} removed"
-            )
-        return PurgeStep(0, absent=True, message=f"no slot {_identity(slot)} (already gone)")
+        return purge_until_done(
+            self.db, namespace=slot.namespace, scope=slot.scope, key=slot.key,
+            actor=self.actor, wait=wait, poll_seconds=PURGE_POLL_SECONDS, clock=self.now,
+            on_progress=on_progress,
+        )
 
     def pause_queue(self, name: str, now: datetime) -> QueueInfo:
         """Pause a queue on every node."""
@@ -477,15 +458,11 @@ class Adapter:
 
     def bulk(
         self,
-        action: str,
-        flt: JobFilter,
+        preview: BulkPreview,
         now: datetime,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> BulkResult:
-        """Apply a bulk retry, cancel or discard over ``flt`` in audited batches."""
-        self._check_writable(f"bulk {action}")
-        return bulk_apply(self.db, action, flt, self.actor, now, on_progress=on_progress)
-
-
-def _identity(slot: SlotInfo) -> str:
-    return f"{slot.namespace}/{slot.scope}/{slot.key}"
+        """Apply a previewed bulk retry, cancel or discard to the previewed jobs, in audited
+        batches."""
+        self._check_writable(f"bulk {preview.action}")
+        return bulk_apply(self.db, preview, self.actor, now, on_progress=on_progress)

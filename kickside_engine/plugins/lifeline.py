@@ -5,9 +5,10 @@ with the job unfinished. Only expired leases are touched (``lease_expires_at < n
 lease belongs to a node that is still running the job.
 
 A rescued job becomes ``available`` at once, or ``discarded`` when it has used its last attempt
-(slot jobs are never discarded: they return to ``available``). Each rescue settles the job's open
-run as ``rescued`` in the same transaction, so a late outcome from the old holder matches
-nothing and is dropped (see :mod:`kickside_engine.store.outcomes`).
+(slot jobs are never discarded: they return to ``available``, or park when a purge of them is
+pending). Each rescue settles the job's open run as ``rescued`` in the same transaction, so a
+late outcome from the old holder matches nothing and is dropped (see
+:mod:`kickside_engine.store.outcomes`).
 
 Every node runs the Lifeline. On PostgreSQL the candidate rows are locked ``FOR UPDATE SKIP
 LOCKED``, and each update is fenced by the old lease token, so concurrent Lifelines rescue each
@@ -29,6 +30,7 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.lifecycle import MAX_ERRORS, clean_error, final_values
 from kickside_engine.models import JobKind, JobState, RunOutcome
 from kickside_engine.notify import local_signal, notify_in_transaction
+from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
 from kickside_engine.store.outcomes import settle_open_run
 from kickside_engine.store.tables import state_literal
@@ -127,6 +129,8 @@ def _rescue_one(
     }
     if discard:
         values.update(_discarded(row, now))
+    elif row.kind == JobKind.SLOT.value and purge_request(row.meta) is not None:
+        values.update(state=JobState.PARKED.value, scheduled_at=now)  # it never runs again
     else:
         values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
     # Fenced by the old token: a concurrent Lifeline (or the holder finishing) wins cleanly.

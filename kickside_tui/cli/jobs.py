@@ -9,6 +9,7 @@ import typer
 
 from kickside_engine import Job
 from kickside_engine.control import JobFilter, job_detail, list_jobs
+from kickside_engine.purge import purge_request
 from kickside_engine.redact import redact_value
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, open_database
@@ -113,8 +114,9 @@ def job(ctx: typer.Context, job_id: JobIdArgument, as_json: JsonOption = False) 
     detail = job_detail(open_database(ctx), job_id)
     document = job_document(detail.job)
     runs = [run_document(r) for r in detail.runs]
+    purge = purge_request(detail.job.meta) if detail.job.is_slot else None
     if as_json:
-        output.emit_json({"job": document, "runs": runs})
+        output.emit_json({"job": document, "runs": runs, "purge": purge})
         return
     j = detail.job
     pairs: list[tuple[str, object]] = [
@@ -127,6 +129,7 @@ def job(ctx: typer.Context, job_id: JobIdArgument, as_json: JsonOption = False) 
             ("identity", f"{j.namespace}/{j.scope}/{j.identity_key}"),
             ("demand", f"pending={j.demand_pending} control={j.control_pending} "
                        f"seq={j.demand_seq}"),
+            ("purge", f"{purge.describe()}: the slot runs no more" if purge else None),
         ]
     pairs += [
         ("concurrency key", j.concurrency_key), ("capacity group", j.capacity_group),

@@ -22,7 +22,10 @@ def slots(
     limit: Annotated[int, typer.Option("--limit", help="At most this many (1..10000).")] = 200,
     as_json: JsonOption = False,
 ) -> None:
-    """List slots ordered by identity: state, pending demand, when due, and the last run."""
+    """List slots ordered by identity: state, pending demand, when due, and the last run.
+
+    A slot being purged shows ``purging`` beside its state, and a note says since when.
+    """
     infos = list_slots(open_database(ctx), namespace=namespace, scope=scope, limit=limit,
                        now=now())
     if as_json:
@@ -34,7 +37,9 @@ def slots(
          "last run", "outcome", "job id"),
         [
             [
-                s.namespace, s.scope, s.key, s.state.value, s.demand_pending, s.control_pending,
+                s.namespace, s.scope, s.key,
+                f"{s.state.value}, purging" if s.purge else s.state.value,
+                s.demand_pending, s.control_pending,
                 s.due, short_time(s.next_due_at), short_time(s.last_started_at),
                 s.last_outcome.value if s.last_outcome else "", s.job_id,
             ]
@@ -43,3 +48,7 @@ def slots(
     )
     if not infos:
         output.note("no slots")
+    for s in infos:
+        if s.purge:
+            output.note(f"slot {s.namespace}/{s.scope}/{s.key}: {s.purge.describe()} "
+                        "(it runs no more; purge-slot --until-done finishes it)")

@@ -16,12 +16,14 @@ from kickside_tui.widgets.format import state_text
 
 ACTIONS = (
     ("Jobs", "r retry · c cancel · d discard · w wake · k park · e resume a disabled slot · "
-     "R/C/D bulk retry/cancel/"
-     "discard over the filter (dry-run count first) · n/p next/previous page · / search "
+     "b bulk retry/cancel/discard over the filter (a preview first; completed jobs only when "
+     "ticked; no filter needs \"all\"; large sets need the count typed) · capital letters do "
+     "nothing (Caps Lock) · n/p next/previous page · / search "
      "(read window by window; esc stops, n continues) · f filter · z zoom the detail · "
      "enter in a filter applies it"),
-    ("Slots", "w wake (ensure due) · k park · e resume a disabled slot · x purge (shows the "
-     "continuation: runs deleted, waiting for lease release)"),
+    ("Slots", "w wake (ensure due) · k park · e resume a disabled slot · x purge (clears its "
+     "wakes at once; shows the continuation: runs deleted, waiting for lease release; a purge "
+     "stopped early shows as pending)"),
     ("Leases", "c cancel · d discard an executing job (its node stops the run)"),
     ("Metrics", "h run the doctor again"),
     ("Queues", "p pause · r resume the queue under the cursor"),

@@ -63,15 +63,15 @@ class JobsScreen(BulkActions):
         Binding("w", "wake", "Wake"),
         Binding("k", "park", "Park"),
         Binding("e", "enable", "Resume"),
-        Binding("R", "bulk('retry')", "Bulk retry"),
-        Binding("C", "bulk('cancel')", "Bulk cancel"),
-        Binding("D", "bulk('discard')", "Bulk discard"),
+        Binding("b", "bulk", "Bulk…"),
         Binding("n", "page(1)", "Next page"),
         Binding("p", "page(-1)", "Prev page"),
         Binding("slash", "focus_filter('search')", "Search"),
         Binding("f", "focus_filter('state')", "Filter"),
         Binding("z", "zoom", "Zoom detail"),
         Binding("escape", "focus_table", "Table / stop search", show=False),
+        # With Caps Lock on, a key arrives as its capital: say so rather than do anything.
+        *(Binding(key, f"capital('{key}')", show=False) for key in "RCDWKEBNPFZ"),
     ]
 
     def __init__(self, adapter: Any) -> None:
@@ -348,7 +348,7 @@ class JobsScreen(BulkActions):
         for action, label in (("retry", "Retry"), ("cancel", "Cancel"), ("discard", "Discard")):
             yield SystemCommand(
                 f"Bulk {action} the filtered jobs",
-                f"{label} every job matching the current filter (asks first)",
+                f"{label} the jobs matching the current filter (previews, then asks)",
                 lambda a=action: self.action_bulk(a),
             )
         yield SystemCommand("Next page", "Older jobs", lambda: self.action_page(1))

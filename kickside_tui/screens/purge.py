@@ -1,9 +1,11 @@
 """Purging a slot, page by page, showing the continuation as it proceeds.
 
 The engine deletes at most a page of settled runs per call and says how to continue: call again
-at once, or wait for the lease to be released or the history to settle. This dialog keeps
-calling (waiting between calls while the slot runs) until the slot is gone or the operator
-stops it.
+at once, or wait for the lease to be released or the history to settle. This dialog has the
+engine keep calling (waiting between calls while the slot runs) until the slot is gone or the
+operator stops it; the whole purge leaves one audit row with its outcome. The first call clears
+the slot's wakes, so it runs no more, and a purge stopped early stays pending (the Slots view
+shows it) until purged again.
 """
 
 from __future__ import annotations
@@ -20,18 +22,16 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from kickside_engine.purge_runner import PurgeProgress
 from kickside_engine.slots import SlotInfo
-from kickside_tui.adapter import Adapter, PurgeStep
-
-#: Seconds between attempts while the purge waits for a lease or history to settle.
-WAIT_SECONDS = 1.0
+from kickside_tui.adapter import Adapter
 
 
 @dataclass
 class PurgeProgressed(Message):
-    """One purge call returned."""
+    """One purge call returned (``step`` adds up every call so far)."""
 
-    step: PurgeStep
+    step: PurgeProgress
 
 
 @dataclass
@@ -93,22 +93,22 @@ class PurgeScreen(ModalScreen[bool]):
 
     @work(thread=True, exclusive=True, group="purge")
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                step = self.adapter.purge_step(self.slot, self.adapter.now())
-            except Exception as exc:  # reported in the dialog, never fatal
-                self.post_message(PurgeFailed(str(exc).splitlines()[0] if str(exc) else repr(exc)))
-                return
-            self.post_message(PurgeProgressed(step))
-            if step.finished:
-                return
-            if step.wait_for:
-                self._stop.wait(WAIT_SECONDS)
+        try:
+            self.adapter.purge(
+                self.slot,
+                wait=self._stop.wait,  # True once the dialog closes: the purge stops
+                on_progress=self._progressed,
+            )
+        except Exception as exc:  # reported in the dialog, never fatal
+            self.post_message(PurgeFailed(str(exc).splitlines()[0] if str(exc) else repr(exc)))
+
+    def _progressed(self, step: PurgeProgress) -> None:
+        self.post_message(PurgeProgressed(step))
 
     def on_purge_progressed(self, message: PurgeProgressed) -> None:
         step = message.step
-        self.calls += 1
-        self.deleted += step.runs_deleted
+        self.calls = step.calls
+        self.deleted = step.runs_deleted
         if step.removed:
             self.state, self.removed, self.finished = "removed", True, True
         elif step.absent:
@@ -116,7 +116,8 @@ class PurgeScreen(ModalScreen[bool]):
         elif step.needs_continue:
             self.state = "deleting settled runs"
         elif step.wait_for == "lease_release":
-            self.state = "waiting for lease release (the slot is running)"
+            self.state = ("waiting for lease release (the slot is running; its wakes are "
+                          "cleared, so it runs no more)")
         elif step.wait_for:
             self.state = f"waiting for {step.wait_for.replace('_', ' ')}"
         self._render_progress()

@@ -58,7 +58,9 @@ class SlotsScreen(ViewScreen):
         rows: list[Row] = []
         for s in slots:
             state = state_text(s.state)
-            if s.due:
+            if s.purge is not None:
+                state.append(" purging", style="bold red")
+            elif s.due:
                 state.append(" due", style="bold")
             rows.append((
                 str(s.job_id),
@@ -79,10 +81,13 @@ class SlotsScreen(ViewScreen):
             ))
         refill(self.query_one("#slots", DataTable), rows)
         due = sum(1 for s in slots if s.due)
-        self.query_one("#status", Static).update(
-            Text(f"{count(len(slots))} slot(s) · {due} due · "
-                 "w wake (ensure due) · k park · e resume a disabled slot · x purge", style="dim")
-        )
+        status = Text(f"{count(len(slots))} slot(s) · {due} due · ", style="dim")
+        purging = [s for s in slots if s.purge is not None]
+        if purging:
+            # A purge stopped early stays pending: say so until it is done.
+            status.append(f"{len(purging)} purge(s) pending (x finishes) · ", style="bold red")
+        status.append("w wake (ensure due) · k park · e resume a disabled slot · x purge")
+        self.query_one("#status", Static).update(status)
 
     def _selected(self) -> SlotInfo | None:
         key = selected_key(self.query_one("#slots", DataTable))
@@ -120,8 +125,9 @@ class SlotsScreen(ViewScreen):
             return
         question = (
             f"Purge slot {slot.namespace}/{slot.scope}/{slot.key}?\n"
-            "The slot and its settled run history are deleted, a page at a time; a running "
-            "slot is purged once its lease is released."
+            "Its pending wakes are cleared at once and it runs no more. The slot and its "
+            "settled run history are deleted, a page at a time; a running slot is purged once "
+            "its run ends. Stopped early, the purge stays pending until purged again."
         )
 
         def purged(removed: bool | None) -> None:

@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from kickside_engine import Job, Run
 from kickside_engine.explain import Explanation
+from kickside_engine.purge import purge_request
 from kickside_tui.adapter import JobDetailData
 from kickside_tui.widgets.format import (
     clock,
@@ -50,6 +51,8 @@ def _facts(job: Job, now: datetime) -> Text:
         text.append(f"\ndemand pending {'yes' if job.demand_pending else 'no'}"
                     f"  control wake {'yes' if job.control_pending else 'no'}"
                     f"  demand seq {job.demand_seq}")
+        if (purge := purge_request(job.meta)) is not None:
+            text.append(f"\n{purge.describe()}: the slot runs no more", style="bold red")
     if job.lease_owner and job.lease_expires_at:
         text.append(f"\nlease held by {job.lease_owner}, expires "
                     f"{relative(job.lease_expires_at, now)}")

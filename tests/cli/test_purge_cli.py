@@ -1,8 +1,15 @@
-"""`kickside purge-slot`: one call by default; --until-done follows the continuation contract."""
+"""`kickside purge-slot`: one call by default; --until-done follows the continuation contract;
+the request clears the slot's wakes, shows in slots/job/explain until done, and each command
+leaves one audit row with its outcome."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -14,10 +21,13 @@ from typer.testing import CliRunner, Result
 from kickside_engine import Database, JobBuilder, RunOutcome, claim, complete, enqueue, get_job
 from kickside_engine.clock import utcnow
 from kickside_engine.control import list_audit, list_runs
+from kickside_engine.purge import purge_request
+from kickside_engine.slots import wake_job, wake_multi
 from kickside_tui.cli import purge
 from kickside_tui.cli.main import app
 
 from ..conftest import Target
+from ..support.processes import ROOT, wait_for
 
 runner = CliRunner()
 IDENTITY = ["--namespace", "app.sync", "--scope", "tenant:1", "--key", "k1"]
@@ -86,11 +96,10 @@ def test_until_done_purges_more_than_250_settled_runs(db: Database, target: Targ
     doc = json.loads(result.stdout)
     assert doc["removed"] == 1 and doc["runs_deleted"] == 263 and doc["calls"] == 3
     assert get_job(db, job_id) is None and list_runs(db, job_id) == []
-    entries = list_audit(db, action="purge_slot").entries  # one per call, newest first
-    assert len(entries) == 3
-    assert {e.target for e in entries} == {"app.sync/tenant:1/k1"}
-    assert entries[0].details == {"removed": 1, "runs_deleted": 63}
-    assert [e.details["runs_deleted"] for e in entries[1:]] == [100, 100]
+    (entry,) = list_audit(db, action="purge_slot").entries  # one for the command
+    assert entry.target == "app.sync/tenant:1/k1"
+    assert entry.details == {"outcome": "removed", "removed": 1, "runs_deleted": 263,
+                             "calls": 3, "until_done": True}
 
 
 def test_one_call_that_removes_the_slot_says_how_many_runs_went(
@@ -150,3 +159,111 @@ def test_purge_refuses_without_yes_and_checks_the_identity(db: Database, target:
     assert empty.exit_code == 2 and "--scope" in empty.stderr
     absent = cli(target, "purge-slot", "--namespace", "x", "--scope", "y", "--key", "z", "--yes")
     assert absent.exit_code == 0 and "nothing to purge" in absent.stdout
+
+
+# --- issue 19.6: the request clears wakes, shows until done, one audit row per command --------
+
+
+def running_with_wakes(db: Database) -> tuple[uuid.UUID, Any]:
+    """The slot executing, with a control wake and ordinary demand recorded meanwhile."""
+    job_id = enqueue(db, JobBuilder("ok", {}).slot("app.sync", "tenant:1", "k1", demand=True)).id
+    (claimed,) = claim(db, queue="default", node="n1")
+    wake_job(db, job_id)
+    with db.begin() as conn:
+        wake_multi(conn, db, [("app.sync", "tenant:1", "k1")])
+    slot = get_job(db, job_id)
+    assert slot is not None and slot.control_pending and slot.demand_pending
+    return job_id, claimed
+
+
+def test_a_purge_of_a_running_slot_with_wakes_shows_as_pending_and_it_never_runs_again(
+    db: Database, target: Target
+) -> None:
+    job_id, claimed = running_with_wakes(db)
+    first = cli(target, "purge-slot", *IDENTITY, "--yes", "--json")
+    assert first.exit_code == 4 and json.loads(first.stdout)["details"]["wait_for"] == (
+        "lease_release"
+    )
+    slots = cli(target, "slots")
+    assert slots.exit_code == 0 and "executing, purging" in slots.stdout
+    assert "purge pending since" in slots.stderr and "by " in slots.stderr
+    slots_doc = json.loads(cli(target, "slots", "--json").stdout)["slots"][0]
+    assert slots_doc["purge"]["requested_by"] and slots_doc["purge"]["requested_at"]
+    assert not slots_doc["demand_pending"] and not slots_doc["control_pending"]
+    job = cli(target, "job", str(job_id))
+    assert "purge pending since" in job.stdout and "runs no more" in job.stdout
+    assert json.loads(cli(target, "job", str(job_id), "--json").stdout)["purge"] is not None
+    explained = cli(target, "explain", str(job_id))
+    assert "purge_pending" in explained.stdout and "--until-done" in explained.stdout
+    refused = cli(target, "wake", str(job_id))
+    assert refused.exit_code == 4 and "being purged" in refused.stderr
+    # The run ends: the wakes recorded before the purge no longer make it run again.
+    assert complete(db, claimed)
+    slot = get_job(db, job_id)
+    assert slot is not None and slot.state.value == "parked"
+    assert claim(db, queue="default", node="n2") == []
+    assert cli(target, "purge-slot", *IDENTITY, "--yes").exit_code == 0
+    assert get_job(db, job_id) is None
+    entries = list_audit(db, action="purge_slot").entries  # one per command
+    assert [e.details["outcome"] for e in entries] == ["removed", "pending"]
+
+
+def test_until_done_interrupted_leaves_one_audit_row_and_the_purge_pending(
+    db: Database, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id, _ = running_with_wakes(db)
+    polls: list[float] = []
+
+    def ctrl_c_on_the_third_poll(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(purge, "wait", ctrl_c_on_the_third_poll)
+    result = cli(target, "purge-slot", *IDENTITY, "--until-done", "--yes")
+    assert result.exit_code == 130, result.output
+    assert "still pending" in result.stderr and "--withdraw" in result.stderr
+    (entry,) = list_audit(db, action="purge_slot").entries  # not one per poll
+    assert entry.details["outcome"] == "interrupted" and entry.details["calls"] == 3
+    assert entry.details["wait_for"] == "lease_release"
+    assert "executing, purging" in cli(target, "slots").stdout
+    withdrawn = cli(target, "purge-slot", *IDENTITY, "--withdraw", "--json")
+    assert withdrawn.exit_code == 0 and json.loads(withdrawn.stdout)["withdrawn"] is True
+    assert "purging" not in cli(target, "slots").stdout
+    assert cli(target, "wake", str(job_id)).exit_code == 0
+
+
+def test_until_done_timing_out_is_audited_once_with_its_outcome(
+    db: Database, target: Target
+) -> None:
+    running_with_wakes(db)
+    result = cli(target, "purge-slot", *IDENTITY, "--until-done", "--timeout", "0", "--yes")
+    assert result.exit_code == 4 and "the purge stays pending" in result.stderr
+    (entry,) = list_audit(db, action="purge_slot").entries
+    assert entry.details["outcome"] == "timed_out" and entry.details["timed_out"] is True
+
+
+def test_ctrl_c_on_a_real_until_done_process_exits_130_with_one_audit_row(
+    db: Database, target: Target
+) -> None:
+    job_id, _ = running_with_wakes(db)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kickside_tui.cli", *target.cli_args(), "purge-slot",
+         *IDENTITY, "--until-done", "--yes"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: (s := get_job(db, job_id)) is not None and purge_request(s.meta),
+                 what="the purge request")
+        time.sleep(0.3)  # a few polls: each would have been an audit row before
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert b"still pending" in err
+    (entry,) = list_audit(db, action="purge_slot").entries
+    assert entry.details["outcome"] == "interrupted" and entry.details["calls"] >= 1
+    assert "executing, purging" in cli(target, "slots").stdout

@@ -114,7 +114,7 @@ def test_the_final_call_reports_its_runs_and_audits_them(db: Database) -> None:
     assert result == 1 and result.runs_deleted == 5 and json.dumps(result) == "1"
     assert repr(result) == "PurgeResult(removed=True, runs_deleted=5)"
     last = list_audit(db, action="purge_slot").entries[0]  # newest first
-    assert last.details == {"removed": 1, "runs_deleted": 5}
+    assert last.details == {"outcome": "removed", "removed": 1, "runs_deleted": 5}
 
 
 def test_an_absent_slot_purges_to_zero(db: Database) -> None:

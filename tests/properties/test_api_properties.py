@@ -286,7 +286,7 @@ def test_filters_take_any_text(
             search=search,
         )
         page = control.list_jobs(db, flt, limit=limit)
-        preview = control.bulk_preview(db, "cancel", flt, sample=3)
+        preview = control.bulk_preview(db, "cancel", flt, all_jobs=True, sample=3)
         return len(page.jobs), control.count_jobs(db, flt), preview.count
 
     result = attempt(read)
@@ -391,8 +391,10 @@ def test_counts_and_durations_take_any_number(db: Database, n: int, seconds: flo
         "list_jobs": (lambda: control.list_jobs(db, limit=n), 1 <= n <= 1000),
         "list_audit": (lambda: control.list_audit(db, limit=n), 1 <= n <= 1000),
         "list_slots": (lambda: list_slots(db, limit=n), 1 <= n <= 10_000),
-        "bulk_preview": (lambda: control.bulk_preview(db, "retry", JobFilter(), sample=n),
-                         0 <= n <= 100),
+        "bulk_preview": (
+            lambda: control.bulk_preview(db, "retry", JobFilter(), all_jobs=True, sample=n),
+            0 <= n <= 100,
+        ),
         "max_attempts": (lambda: JobBuilder("ok").max_attempts(n), 1 <= n <= 10_000),
         "priority": (lambda: JobBuilder("ok").priority(n), True),
     }

@@ -145,7 +145,8 @@ def make_machine(db: Database) -> type[RuleBasedStateMachine]:
         @rule(action=st.sampled_from(("retry", "cancel", "discard")), batch=st.integers(1, 3))
         def bulk_action(self, action: str, batch: int) -> None:
             flt = JobFilter(queues=(self.queue,))
-            control.bulk_apply(db, action, flt, ME, utcnow(), batch=batch)
+            preview = control.bulk_preview(db, action, flt)
+            control.bulk_apply(db, preview, ME, utcnow(), batch=batch)
 
         @rule(key=st.sampled_from(KEYS))
         def purge(self, key: str) -> None:

@@ -145,16 +145,18 @@ DASHBOARD_ACTIONS: dict[str, tuple[DashboardCall, str]] = {
     "wake": (lambda a, s, now: a.wake(s.wake, now), "wake"),
     "park": (lambda a, s, now: a.park(s.park, now), "park"),
     "enable": (lambda a, s, now: a.enable(s.resume, now), "enable"),
-    "purge_step": (
-        lambda a, s, now: a.purge_step(
-            next(x for x in a.slots(now) if x.key == "purge"), now
+    "purge": (
+        lambda a, s, now: a.purge(
+            next(x for x in a.slots(now) if x.key == "purge"),
+            wait=lambda seconds: True,
+            on_progress=lambda step: None,
         ),
         "purge_slot",
     ),
     "pause_queue": (lambda a, s, now: a.pause_queue("dash", now), "pause"),
     "resume_queue": (lambda a, s, now: a.resume_queue("dash", now), "resume"),
     "bulk": (
-        lambda a, s, now: a.bulk("cancel", JobFilter(queues=("bulk-cancel",)), now),
+        lambda a, s, now: a.bulk(a.preview("cancel", JobFilter(queues=("bulk-cancel",))), now),
         "bulk_cancel",
     ),
 }

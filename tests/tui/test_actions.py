@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Button, Checkbox, DataTable, Input, Static
 
 from kickside_engine import Database, JobBuilder, JobState, RunOutcome, claim, get_job, record
 from kickside_engine.control import (
@@ -22,6 +22,7 @@ from kickside_engine.control import (
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.slots import RUNS_PER_CALL, disable_slot, enqueue_slot, wake_job
 from kickside_tui.app import KicksideApp
+from kickside_tui.screens.bulk import BulkScreen
 from kickside_tui.screens.confirm import ConfirmScreen
 from kickside_tui.screens.help import HelpScreen, help_text
 from kickside_tui.screens.job_filter import FILTER_FIELDS
@@ -118,22 +119,24 @@ def test_job_actions_from_the_jobs_view(db: Database) -> None:
             assert woken is not None and woken.state is JobState.AVAILABLE
             assert woken.control_pending
             assert _audited(db, "wake", str(ids.parked_slot))
-            # Bulk cancel over the filter: the dry-run count first, then the change.
+            # Bulk cancel over the filter: the preview first, then the change.
             await _filter(app, pilot, state="available", queue="mailers")
             assert app.screen.query_one("#jobs", DataTable).row_count == 1
-            await pilot.press("C")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
-            question = plain(app.screen.query_one("#question", Static).content)
-            assert "Bulk cancel 1 job(s) matching states=available queues=mailers" in question
-            await pilot.press("y")
+            dialog = await _open_bulk(app, pilot, "cancel")
+            shown = await _previewed(pilot, dialog)
+            assert "Bulk cancel 1 job(s) matching states=available queues=mailers" in shown
+            await pilot.click("#bulk-apply")
             await settle(pilot)
             assert _state(db, third) is JobState.CANCELLED
             assert any(e.action == "bulk_cancel" and e.actor == ME
                        for e in list_audit(db, action="bulk_cancel").entries)
-            # Nothing left to cancel under this filter: no dialog at all.
-            await pilot.press("C")
+            # Nothing left to cancel under this filter: nothing to apply.
+            dialog = await _open_bulk(app, pilot, "cancel")
+            assert "nothing to do" in await _previewed(pilot, dialog)
+            assert dialog.query_one("#bulk-apply", Button).disabled
+            await pilot.press("escape")
             await settle(pilot)
-            assert not isinstance(app.screen, ConfirmScreen)
+            assert not isinstance(app.screen, BulkScreen)
             # A refused action is reported, not fatal: a final job cannot be cancelled.
             await _filter(app, pilot, state="cancelled", queue="mailers")
             await pilot.press("c", "y")
@@ -297,7 +300,24 @@ def _question(app: KicksideApp) -> str:
     return plain(app.screen.query_one("#question", Static).content)
 
 
-def test_bulk_retry_over_the_filter_shows_the_dry_run_count_then_retries(db: Database) -> None:
+async def _open_bulk(app: KicksideApp, pilot: Any, action: str | None) -> BulkScreen:
+    """Press b (bulk) on the Jobs view and choose ``action`` in the dialog."""
+    await pilot.press("b")
+    await wait_until(pilot, lambda: isinstance(app.screen, BulkScreen), "the bulk dialog")
+    dialog = app.screen
+    assert isinstance(dialog, BulkScreen)
+    if action is not None:
+        await pilot.click(f"#bulk-{action}")
+    return dialog
+
+
+async def _previewed(pilot: Any, dialog: BulkScreen) -> str:
+    """Wait for the dialog's preview; its text."""
+    await wait_until(pilot, lambda: dialog.preview is not None, "the preview")
+    return plain(dialog.query_one("#bulk-preview", Static).content)
+
+
+def test_bulk_retry_over_the_filter_shows_the_preview_then_retries(db: Database) -> None:
     build_demo_data(db)
     failed_mail = JobFilter(states=(JobState.DISCARDED,), queues=("mailers",))
     targets = _ids(db, failed_mail)
@@ -312,13 +332,12 @@ def test_bulk_retry_over_the_filter_shows_the_dry_run_count_then_retries(db: Dat
             await _type_filter(pilot, state="discarded", queue="mailers")
             table = app.screen.query_one("#jobs", DataTable)
             assert {uuid.UUID(str(k.value)) for k in table.rows} == targets
-            await pilot.press("R")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
-            question = _question(app)
-            assert "Bulk retry 3 job(s) matching states=discarded queues=mailers?" in question
-            assert "(dry run count" in question
-            assert count_jobs(db, failed_mail) == 3  # the dry run wrote nothing
-            await pilot.press("y")
+            dialog = await _open_bulk(app, pilot, "retry")
+            shown = await _previewed(pilot, dialog)
+            assert "Bulk retry 3 job(s) matching states=discarded queues=mailers" in shown
+            assert "a job arriving later is never touched" in shown
+            assert count_jobs(db, failed_mail) == 3  # the preview wrote nothing
+            await pilot.click("#bulk-apply")
             await settle(pilot)
             assert app.screen.query_one("#jobs", DataTable).row_count == 0
 
@@ -342,18 +361,20 @@ def test_bulk_discard_over_a_worker_and_tag_filter(db: Database) -> None:
             await settle(pilot)
             await _type_filter(pilot, worker="deliver_email", tag="mail")
             assert app.screen.query_one("#jobs", DataTable).row_count == count_jobs(db, mail)
-            await pilot.press("D")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
+            dialog = await _open_bulk(app, pilot, "discard")
             # Completed and discarded mail is final: only the three waiting jobs qualify.
-            question = _question(app)
-            assert "Bulk discard 3 job(s) matching workers=deliver_email tags=mail?" in question
-            assert all(str(job_id)[-8:] in question for job_id in ids.available)
-            await pilot.press("n")  # declined: nothing changes
+            shown = await _previewed(pilot, dialog)
+            assert "Bulk discard 3 job(s) matching workers=deliver_email tags=mail" in shown
+            assert all(str(job_id)[-8:] in shown for job_id in ids.available)
+            # The completed checkbox only means something for a retry.
+            assert dialog.query_one("#bulk-completed", Checkbox).disabled
+            await pilot.press("escape")  # declined: nothing changes
             await settle(pilot)
             assert {_state(db, i) for i in ids.available} == {JobState.AVAILABLE}
-            await pilot.press("D")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "preview")
-            await pilot.press("y")
+            dialog = await _open_bulk(app, pilot, "discard")
+            await _previewed(pilot, dialog)
+            dialog.query_one("#bulk-apply", Button).focus()
+            await pilot.press("enter")
             await settle(pilot)
 
     asyncio.run(scenario())

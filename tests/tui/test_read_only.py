@@ -104,7 +104,7 @@ def test_read_only_from_the_environment_an_action_key_says_so_and_writes_nothing
                 "(started with --read-only or KICKSIDE_READ_ONLY)"
             )
             assert "Retry is disabled" in await pressed(pilot, "r")
-            assert "Bulk discard is disabled" in await pressed(pilot, "D")
+            assert "Bulk… is disabled" in await pressed(pilot, "b")
             await pilot.press("3")
             await settle(pilot)
             assert "Purge is disabled" in await pressed(pilot, "x")
