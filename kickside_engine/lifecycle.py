@@ -175,6 +175,7 @@ def settlement_for(
         run_error=error if run_outcome is not RunOutcome.COMPLETED else None,
         finished_at=now,
         duration_ms=result.duration_ms,
+        slot=job.kind is JobKind.SLOT,
     )
 
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+#: The key of a slot's ``meta`` that records a purge request (when and by whom): until the
+#: purge is done the slot never starts another run.
+PURGE_META_KEY = "purge_requested"
+
 
 class JobState(enum.StrEnum):
     """Where a job is in its life.

@@ -43,13 +43,11 @@ from sqlalchemy import Connection, delete, exists, select, update
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
-from kickside_engine.models import JobKind, JobState
+from kickside_engine.models import PURGE_META_KEY, JobKind, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.text import require_text
 
 RUNS_PER_CALL = 100
-#: The key of ``meta`` that records a purge request on the slot being purged.
-PURGE_META_KEY = "purge_requested"
 #: States of a slot waiting to run: a purge request parks it instead.
 _WAITING = frozenset(
     {JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value}

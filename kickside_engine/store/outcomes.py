@@ -15,15 +15,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, column, text, update
+from sqlalchemy import Connection, and_, bindparam, column, select, text, update
 from sqlalchemy.sql.elements import ClauseElement
 
-from kickside_engine.models import JobState, RunOutcome
+from kickside_engine.models import PURGE_META_KEY, JobState, RunOutcome
 from kickside_engine.store.database import Database
 
 
@@ -40,10 +40,14 @@ class Settlement:
     finished_at: datetime
     duration_ms: int
     extra: dict[str, Any] = field(default_factory=dict)
+    #: A slot's settlement: checked against a purge requested while it ran (see
+    #: :func:`_respecting_purges`).
+    slot: bool = False
 
 
 def settle(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> set[uuid.UUID]:
     """Apply settlements through ``conn``; returns the ids of the jobs actually settled."""
+    settlements = _respecting_purges(db, conn, settlements)
     settled: set[uuid.UUID] = set()
     for s in settlements:
         stmt, params = _fenced_update(db, s)
@@ -88,6 +92,7 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     """
     if not settlements or settle_batch_unnest(db, conn, settlements):
         return
+    settlements = _respecting_purges(db, conn, settlements)
     groups: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
     for s in settlements:
         stmt, params = _fenced_update(db, s)
@@ -95,6 +100,57 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     for stmt, rows in groups.values():
         conn.execute(stmt, rows)
     conn.execute(_run_settle_statement(db.tables), [_run_params(s) for s in settlements])
+
+
+#: Where a slot whose purge was requested goes instead of running again.
+_SLOT_STATES_THAT_RUN = frozenset(
+    {JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value}
+)
+
+
+def _respecting_purges(
+    db: Database, conn: Connection, settlements: Sequence[Settlement]
+) -> Sequence[Settlement]:
+    """Slot settlements, adjusted for purges requested while the slot ran.
+
+    A purge request (``meta[PURGE_META_KEY]``) may arrive after the claim: the settlement,
+    computed from the job as claimed, knows nothing of it. Read under the row lock, a request
+    parks the slot (whatever the outcome would have scheduled: a retry, a snooze, a follow-up
+    run) and survives a settlement that rewrites ``meta``.
+    """
+    slots = {s.job_id: s for s in settlements if s.slot}
+    if not slots:
+        return settlements
+    job = db.tables.job
+    stmt = select(job.c.id, job.c.meta).where(
+        job.c.id.in_(sorted(slots)), job.c.state == JobState.EXECUTING.value
+    )
+    if db.is_postgresql:
+        stmt = stmt.with_for_update()
+    requests = {
+        row.id: row.meta[PURGE_META_KEY]
+        for row in conn.execute(stmt)
+        if isinstance(row.meta, dict) and row.meta.get(PURGE_META_KEY) is not None
+    }
+    if not requests:
+        return settlements
+    adjusted = []
+    for s in settlements:
+        request = requests.get(s.job_id)
+        state = s.values.get("state")
+        if request is None or (isinstance(state, str) and state not in _SLOT_STATES_THAT_RUN):
+            adjusted.append(s)
+            continue
+        values = {
+            **s.values,
+            "state": JobState.PARKED.value,
+            "demand_pending": False,
+            "control_pending": False,
+        }
+        if "meta" in values:
+            values["meta"] = {**values["meta"], PURGE_META_KEY: request}
+        adjusted.append(replace(s, values=values))
+    return adjusted
 
 
 def _fenced_update(db: Database, s: Settlement) -> tuple[Any, dict[str, Any]]:
@@ -276,8 +332,8 @@ def _json_value(value: Any) -> Any:
 def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSettle | None:
     """The batch as one JSON document, or None where it does not fit one statement (not
     PostgreSQL, mixed shapes, or values computed in SQL such as slot completions)."""
-    if not db.is_postgresql or not settlements:
-        return None
+    if not db.is_postgresql or not settlements or any(s.slot for s in settlements):
+        return None  # slots first check for a purge requested while they ran
     keys = tuple(sorted(settlements[0].values))
     for s in settlements:
         if tuple(sorted(s.values)) != keys or any(

@@ -20,11 +20,14 @@ from kickside_engine import (
     claim,
     complete,
     enqueue,
+    fail,
     get_job,
+    record,
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, retry_job
 from kickside_engine.explain import explain
+from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.purge import purge_request, purge_slot, withdraw_purge
 from kickside_engine.purge_runner import PurgeProgress, purge_until_done
@@ -222,3 +225,24 @@ def test_a_purge_that_ends_early_stays_pending_and_says_how_it_ended(
     assert entry.details["wait_for"] == "lease_release" and entry.details["calls"] == 1
     (info,) = list_slots(db)
     assert info.job_id == job_id and info.purge is not None
+
+
+@pytest.mark.parametrize("ending", ["fail", "snooze"])
+def test_a_run_that_fails_or_snoozes_after_a_purge_request_parks_the_slot(
+    db: Database, ending: str
+) -> None:
+    # The request arrives after the claim: the outcome, computed from the job as claimed,
+    # knows nothing of it. It must still neither retry nor reschedule the slot, nor drop the
+    # request from meta.
+    job_id, claimed = running(db)
+    assert pending(db, actor=ME)["wait_for"] == "lease_release"
+    if ending == "fail":
+        assert fail(db, claimed, "boom")
+    else:
+        result = ExecutionResult(ResultKind.SNOOZE, utcnow(), 5, snooze=timedelta(seconds=1))
+        assert job_id in record(db, [(claimed, result)])
+    slot = get_job(db, job_id)
+    assert slot is not None and slot.state is JobState.PARKED
+    assert purge_request(slot.meta) is not None
+    assert claim(db, queue="default", node="n1", now=utcnow() + timedelta(hours=2)) == []
+    assert purge_slot(db, **IDENTITY) == 1 and get_job(db, job_id) is None
