@@ -68,7 +68,13 @@ SENSITIVE_KEYS_META = "sensitive_keys"
 REDACTED_ARGS_META = "redacted_args"
 """The meta entry holding the job's args as shown, written at enqueue only when redaction
 changes them: what a search reads, so that searching for a secret never finds its job. Display
-leaves it out (it repeats the args)."""
+leaves it out (it repeats the args).
+
+Search could instead redact each candidate in Python, but then counts, bulk previews and
+bounded scans would stop being single SQL statements; a column of its own would change the job
+row that claim statements map positionally onto :class:`~kickside_engine.models.Job`. Meta costs
+nothing for the jobs that need no redaction (nearly all: args hold ids), and the copy is
+written once, at enqueue, with the same names the displays use."""
 
 _REDACTED_PRIVATE_KEY = "[REDACTED PRIVATE KEY]"
 _TRUNCATED = "\u2026[truncated]"
