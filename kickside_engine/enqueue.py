@@ -7,8 +7,14 @@ caller's own data::
         conn.execute(insert(orders).values(...))
         deliver_email.new({"order_id": 42}).queue("mailers").insert(db, conn=conn)
 
-Args must be a JSON object; they are redacted before they are stored (args hold ids, never
-secrets). Timestamps come from the application clock in UTC.
+Args must be a JSON object, and are stored and delivered exactly as given: args that JSON
+cannot hold as they are (a cycle, a set, a non-string key, NaN) are refused with the place and
+the reason, never rewritten. Args hold ids, not secrets; still, wherever they are shown, logged
+or searched they are redacted (:mod:`kickside_engine.redact`). For that, enqueue records in the
+job's meta the sensitive key names its worker, registry or builder declares
+(``meta["sensitive_keys"]``) and, when redaction changes the args, their redacted copy
+(``meta["redacted_args"]``), which is what a search reads. Timestamps come from the application
+clock in UTC.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,13 +37,18 @@ from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.ids import uuid7
 from kickside_engine.models import JOB_STATES_BY_VALUE, Inserted, JobKind, JobState
 from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
-from kickside_engine.redact import redact_value
+from kickside_engine.redact import REDACTED_ARGS_META, SENSITIVE_KEYS_META, redact_value
 from kickside_engine.store.copy_text import copy_text, encode_json, escape
 from kickside_engine.store.database import Database
 from kickside_engine.store.tables import Tables
 from kickside_engine.text import require_storable_json, require_text
 from kickside_engine.uniqueness import Unique
-from kickside_engine.workers import CapacityDeclaration, WorkerSpec, validate_name
+from kickside_engine.workers import (
+    CapacityDeclaration,
+    WorkerSpec,
+    sensitive_key_names,
+    validate_name,
+)
 
 MAX_ATTEMPTS_LIMIT = 10_000
 MAX_TAGS = 64
@@ -65,6 +77,7 @@ class JobOptions:
     kind: JobKind = JobKind.ONESHOT
     demand: bool = False
     capacity: CapacityDeclaration | None = None
+    sensitive_keys: frozenset[str] = frozenset()
 
 
 class JobBuilder:
@@ -88,6 +101,7 @@ class JobBuilder:
             tags=spec.tags,
             max_execution_ms=int(spec.timeout / timedelta(milliseconds=1)),
             capacity=spec.capacity,
+            sensitive_keys=spec.sensitive_keys,
         )
 
     def _with(self, **changes: Any) -> JobBuilder:
@@ -134,6 +148,12 @@ class JobBuilder:
         if not isinstance(meta, Mapping):
             raise InvalidArgumentError(f"meta must be a JSON object, got {type(meta).__name__}")
         return self._with(meta={**self.options.meta, **meta})
+
+    def sensitive_keys(self, keys: Iterable[str]) -> JobBuilder:
+        """Add key names to redact wherever this job's args are shown (beyond the built-in
+        ones and the worker's); useful when enqueueing by worker name."""
+        names = sensitive_key_names(keys)
+        return self._with(sensitive_keys=self.options.sensitive_keys | names)
 
     def unique(self, rule: Unique | None) -> JobBuilder:
         """Apply a uniqueness rule (None removes the worker's default)."""
@@ -196,18 +216,73 @@ def _max_attempts(value: Any) -> int:
     return value
 
 
-
-
 def _json_object(value: Mapping[str, Any], field_name: str) -> dict[str, Any]:
+    """``value`` as stored: JSON that decodes to exactly ``value`` (lists for tuples), or an
+    :class:`InvalidArgumentError` that says what in it JSON cannot hold, and where."""
     try:
         encoded = encode_json(value)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidArgumentError(f"{field_name} cannot be stored as JSON: {exc}") from None
+        problem = _json_problem(value, field_name)
+        if problem is None and isinstance(exc, RecursionError):
+            problem = "they are nested too deeply"
+        raise InvalidArgumentError(
+            f"{field_name} cannot be stored as JSON: {problem or exc}"
+        ) from None
     require_storable_json(encoded, field_name)
     if len(encoded.encode()) > MAX_ARGS_BYTES:
         raise InvalidArgumentError(f"{field_name} exceed {MAX_ARGS_BYTES} bytes as JSON")
-    decoded: dict[str, Any] = json.loads(encoded)
+    try:
+        decoded: dict[str, Any] = json.loads(encoded)
+    except RecursionError:
+        raise InvalidArgumentError(f"{field_name} are nested too deeply") from None
+    # JSON writes a key 1 as "1" and a tuple as a list: the first would silently change the
+    # data the worker gets, so it is refused; lists for tuples are what JSON has.
+    if decoded != value:
+        problem = _json_problem(value, field_name)
+        if problem is not None:
+            raise InvalidArgumentError(f"{field_name} cannot be stored as JSON: {problem}")
     return decoded
+
+
+def _json_problem(value: Any, field_name: str) -> str | None:
+    """What in ``value`` JSON cannot store as it is (with its place, e.g. ``args['a'][0]``),
+    or None: a cycle, a key that is not a string, a value that is not JSON, NaN or infinity.
+    Walks with an explicit stack, each container once."""
+    stack: list[tuple[Any, str, bool]] = [(value, field_name, False)]
+    on_path: set[int] = set()
+    checked: set[int] = set()
+    while stack:
+        item, place, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(item))
+            checked.add(id(item))
+            continue
+        if isinstance(item, dict | list | tuple):
+            if id(item) in on_path:
+                return f"{place} refers back to a container it is inside (a cycle)"
+            if id(item) in checked:
+                continue
+            on_path.add(id(item))
+            stack.append((item, place, True))
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return (
+                            f"{place} has the key {key!r} ({type(key).__name__}): "
+                            "JSON object keys are strings"
+                        )
+                    stack.append((child, f"{place}[{key!r}]", False))
+            else:
+                stack.extend((child, f"{place}[{i}]", False) for i, child in enumerate(item))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{place} is {item!r}, which JSON cannot hold"
+        elif not (item is None or isinstance(item, str | int)):
+            return (
+                f"{place} is of type {type(item).__name__}, not a JSON value "
+                "(a dict, list, string, number, boolean or None)"
+            )
+    return None
 
 
 def _identity_part(value: Any, field_name: str) -> str:
@@ -215,11 +290,30 @@ def _identity_part(value: Any, field_name: str) -> str:
 
 
 def _stored_args(args: Any) -> dict[str, Any]:
-    """``args`` as stored: checked to be a JSON object with string keys, redacted."""
+    """``args`` as stored: checked to be a JSON object with string keys, kept as given."""
     if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
         raise InvalidArgumentError("args must be a JSON object with string keys")
-    # An empty object has nothing to redact or check: skip the JSON round trip (the usual case).
-    return _json_object(redact_value(args), "args") if args else {}  # type: ignore[arg-type]
+    # An empty object has nothing to check: skip the JSON round trip (the usual case).
+    return _json_object(args, "args") if args else {}
+
+
+def _declared_keys(opts: JobOptions, meta: dict[str, Any]) -> frozenset[str]:
+    """The sensitive key names declared for this job: its worker's and registry's, its
+    builder's, and any ``meta["sensitive_keys"]`` given (recorded back, sorted, in meta)."""
+    declared = opts.sensitive_keys
+    if SENSITIVE_KEYS_META in meta:
+        declared |= sensitive_key_names(meta[SENSITIVE_KEYS_META], "meta['sensitive_keys']")
+    if declared:
+        meta[SENSITIVE_KEYS_META] = sorted(declared)
+    return declared
+
+
+def _redacted_copy(args: dict[str, Any], declared: frozenset[str]) -> Any:
+    """The args as shown, when redaction changes them (None otherwise): what search reads."""
+    if not args:
+        return None
+    shown = redact_value(args, declared)
+    return None if shown == args else shown
 
 
 def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
@@ -232,6 +326,12 @@ def build_row(opts: JobOptions, now: datetime) -> dict[str, Any]:
     max_attempts = _max_attempts(opts.max_attempts)
     args = _stored_args(opts.args)
     meta = {} if opts.meta == {} else _json_object(dict(opts.meta), "meta")
+    # The search copy is the engine's: one given (copied from another job's meta) is replaced.
+    meta.pop(REDACTED_ARGS_META, None)
+    declared = _declared_keys(opts, meta)
+    shown = _redacted_copy(args, declared)
+    if shown is not None:
+        meta[REDACTED_ARGS_META] = shown
     tags: list[str] = []
     for tag in opts.tags:
         if not isinstance(tag, str) or not tag:
@@ -455,9 +555,7 @@ def enqueue_many(
         _refuse_in_bulk(builder.options, "enqueue_many")
     if not jobs:
         return []
-    return _insert_built(
-        db, len(jobs), (lambda: (build_row(b.options, now) for b in jobs)), conn
-    )
+    return _insert_built(db, len(jobs), (lambda: (build_row(b.options, now) for b in jobs)), conn)
 
 
 def enqueue_fanout(
@@ -472,7 +570,8 @@ def enqueue_fanout(
 
     The fastest way to enqueue many jobs of one kind (send this mail to 10,000 users): the
     template's options are validated once, and each job only adds its id and its args (each
-    checked and redacted like any job's). Otherwise exactly ``enqueue_many`` of
+    checked like any job's, with its redacted copy for search when redaction changes it).
+    Otherwise exactly ``enqueue_many`` of
     ``template`` with each args: the same refusals (unique, slot and identity jobs), the same
     rows, all or nothing. Returns the inserted jobs in the order of ``args``.
     """
@@ -489,18 +588,25 @@ def enqueue_fanout(
         return _copy_fanout(db, base, args, conn)
 
     def built() -> Iterator[dict[str, Any]]:
-        for id_, stored in _fanned_out(args):
+        for id_, stored, shown in _fanned_out(args, base["meta"]):
             row = base.copy()
             row["id"], row["args"] = id_, stored
+            if shown is not None:
+                row["meta"] = {**base["meta"], REDACTED_ARGS_META: shown}
             yield row
 
     return _insert_built(db, len(args), built, conn)
 
 
-def _fanned_out(args: Sequence[Any]) -> Iterator[tuple[uuid.UUID, dict[str, Any]]]:
-    """Each fanned-out job's new id and its args as stored (checked and redacted)."""
+def _fanned_out(
+    args: Sequence[Any], meta: dict[str, Any]
+) -> Iterator[tuple[uuid.UUID, dict[str, Any], Any]]:
+    """Each fanned-out job's new id, its args as stored (checked, as given) and their redacted
+    copy when redaction changes them (else None), with the names ``meta`` declares."""
+    declared = frozenset(meta.get(SENSITIVE_KEYS_META, ()))
     for one in args:
-        yield uuid7(), _stored_args(_args_dict(one))
+        stored = _stored_args(_args_dict(one))
+        yield uuid7(), stored, _redacted_copy(stored, declared)
 
 
 #: Lines a fan-out hands COPY at a time.
@@ -510,20 +616,29 @@ _FANOUT_CHUNK = 1_000
 def _copy_fanout(
     db: Database, base: dict[str, Any], args: Sequence[Any], conn: Connection | None
 ) -> list[Inserted]:
-    """COPY one line per args: the id, the args, then ``base``'s other values formatted once
-    (NULL columns left out, NULL anyway). Streams in a transaction of its own; in the caller's,
-    every args is validated before anything is written, so that transaction stays usable."""
-    shared = [c for c, v in base.items() if c not in ("id", "args") and v is not None]
+    """COPY one line per args: the id, the args, the meta (``base``'s, formatted once, unless
+    the job has a redacted copy of its args to add), then ``base``'s other values formatted
+    once (NULL columns left out, NULL anyway). Streams in a transaction of its own; in the
+    caller's, every args is validated before anything is written, so that transaction stays
+    usable."""
+    per_row = ("id", "args", "meta")
+    shared = [c for c, v in base.items() if c not in per_row and v is not None]
+    meta = base["meta"]
+    plain_meta = copy_text(meta)
     suffix = "".join("\t" + copy_text(base[c]) for c in shared) + "\n"
     ids: list[uuid.UUID] = []
 
     def lines() -> Iterator[str]:
-        for id_, stored in _fanned_out(args):
+        for id_, stored, shown in _fanned_out(args, meta):
             ids.append(id_)
-            yield f"{id_}\t{escape(encode_json(stored)) if stored else '{}'}{suffix}"
+            text = escape(encode_json(stored)) if stored else "{}"
+            meta_text = (
+                plain_meta if shown is None else copy_text({**meta, REDACTED_ARGS_META: shown})
+            )
+            yield f"{id_}\t{text}\t{meta_text}{suffix}"
 
     table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
-    names = ", ".join(f'"{c}"' for c in ("id", "args", *shared))
+    names = ", ".join(f'"{c}"' for c in (*per_row, *shared))
 
     def write(into: Connection, stream: Iterator[str]) -> None:
         driver: Any = into.connection.driver_connection

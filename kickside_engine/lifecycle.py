@@ -6,6 +6,7 @@ This module decides; :mod:`kickside_engine.store.outcomes` writes, fenced by the
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,7 +15,7 @@ from sqlalchemy import ColumnElement, case, literal_column, or_, true
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, MAX_DELAY, Backoff
 from kickside_engine.models import ClaimedJob, Job, JobKind, JobState, RunOutcome
-from kickside_engine.redact import redact_text, truncate
+from kickside_engine.redact import declared_sensitive_keys, redact_text, truncate
 from kickside_engine.store.outcomes import Settlement
 
 MAX_ERRORS = 20
@@ -50,9 +51,10 @@ class ExecutionResult:
     park: bool = False
 
 
-def clean_error(text: str) -> str:
-    """Redact, then cap an error message at 4 KB (keeping its start)."""
-    return truncate(redact_text(text), MAX_ERROR_BYTES)
+def clean_error(text: str, sensitive_keys: Iterable[str] = ()) -> str:
+    """Redact (with the job's declared ``sensitive_keys`` too: an error often quotes the
+    args), then cap an error message at 4 KB (keeping its start)."""
+    return truncate(redact_text(text, sensitive_keys), MAX_ERROR_BYTES)
 
 
 def _errors_with(claimed: ClaimedJob, at: datetime, error: str) -> list[dict[str, Any]]:
@@ -117,7 +119,7 @@ def settlement_for(
     job = claimed.job
     now = result.finished_at
     values: dict[str, Any] = {"updated_at": now, "lease_token": None, "lease_expires_at": None}
-    error = clean_error(result.error) if result.error else None
+    error = clean_error(result.error, declared_sensitive_keys(job.meta)) if result.error else None
     run_outcome: RunOutcome
     kind = result.kind
     if kind is ResultKind.DONE:

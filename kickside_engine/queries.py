@@ -11,8 +11,15 @@ Search is a case-insensitive substring match over args and error messages, in wh
 punctuation or escapes between them. A cheap ``LOWER(CAST(args AS text)) LIKE`` on the args'
 JSON text (with the needle encoded the way JSON encodes a string) selects the candidates
 first; the exact test on the keys and values then runs on those only. Error messages are
-searched element by element. Args and errors are stored redacted, so a secret that was
-redacted cannot be found. On SQLite, case folding covers ASCII letters only.
+searched element by element. On SQLite, case folding covers ASCII letters only.
+
+Search sees what the operator is shown, never more: errors are stored redacted, and args,
+stored as given, are searched as redacted (:mod:`kickside_engine.redact`). A job whose args
+redaction changes carries their redacted copy in ``meta["redacted_args"]`` (written at
+enqueue, with the sensitive names its worker declares), and the search reads that copy instead
+of the args, so a secret never finds its job (nor does the readable text around it leak it by
+matching), while a host or an order id still does. Jobs whose args need no redaction (nearly
+all: args hold ids) carry no copy and are searched in their args.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from kickside_engine.errors import InvalidArgumentError, NotFoundError
 from kickside_engine.ids import require_uuid
 from kickside_engine.models import Job, JobKind, JobState, Run
+from kickside_engine.redact import REDACTED_ARGS_META
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row, run_from_row
 from kickside_engine.store.tables import state_literal
@@ -95,7 +103,8 @@ class JobFilter:
 
     Within a field any value matches (states, queues, workers, kinds), except ``tags``: every
     tag given must be present. ``search`` is a case-insensitive literal substring of the args
-    or of an error message. Strings are accepted for states and kinds.
+    or of an error message, as they are shown (redacted: a secret finds nothing). Strings are
+    accepted for states and kinds.
     """
 
     states: tuple[JobState, ...] = ()
@@ -154,16 +163,33 @@ def like_pattern(needle: str) -> str:
     return f"%{escaped}%"
 
 
+def _shown_args(db: Database) -> ColumnElement[Any]:
+    """The args as search reads them: their redacted copy when enqueue stored one, else the
+    args themselves (which redaction leaves unchanged)."""
+    job = db.tables.job
+    copy: ColumnElement[Any]
+    if db.is_postgresql:
+        copy = type_coerce(job.c.meta, JSONB).op("->")(literal_column(f"'{REDACTED_ARGS_META}'"))
+    else:
+        copy = func.json_extract(job.c.meta, f"$.{REDACTED_ARGS_META}")
+    return func.coalesce(copy, job.c.args)
+
+
 def _search_clause(db: Database, needle: str) -> ColumnElement[bool]:
     job = db.tables.job
     needle = needle.lower()
+    args = _shown_args(db)
     # The JSON text of args escapes quotes, backslashes and control characters (SQLAlchemy's
-    # serializer on SQLite also escapes non-ASCII; jsonb output does not).
-    encoded = json.dumps(needle, ensure_ascii=db.is_sqlite)[1:-1]
+    # serializer on SQLite also escapes non-ASCII, SQLite's json_extract and jsonb output do
+    # not: on SQLite, where a redacted copy comes from json_extract, both forms are tried).
+    encodings = {json.dumps(needle, ensure_ascii=False)[1:-1]}
+    if db.is_sqlite:
+        encodings.add(json.dumps(needle)[1:-1])
     # Every job whose args hold the needle passes this filter; a few more may (an escape such
     # as "\\n" holds an "n"), and the exact test on keys and values removes them.
-    in_json = func.lower(cast(job.c.args, Text)).like(like_pattern(encoded), escape="\\")
-    in_args = and_(in_json, _args_hold(db, like_pattern(needle)))
+    text = func.lower(cast(args, Text))
+    in_json = or_(*(text.like(like_pattern(e), escape="\\") for e in sorted(encodings)))
+    in_args = and_(in_json, _args_hold(db, args, like_pattern(needle)))
     if db.is_postgresql:
         element = (
             func.jsonb_array_elements(job.c.errors).table_valued("value").render_derived()
@@ -189,13 +215,12 @@ _PG_KEYS: ColumnElement[Any] = literal_column(
 )
 
 
-def _args_hold(db: Database, pattern: str) -> ColumnElement[bool]:
-    """Whether a key or a scalar value of the args matches ``pattern`` (lowercase LIKE)."""
-    job = db.tables.job
+def _args_hold(db: Database, args: ColumnElement[Any], pattern: str) -> ColumnElement[bool]:
+    """Whether a key or a scalar value of ``args`` matches ``pattern`` (lowercase LIKE)."""
     if db.is_postgresql:
         found = []
         for name, path in (("v", _PG_SCALARS), ("k", _PG_KEYS)):
-            item = func.jsonb_path_query(job.c.args, path).table_valued("value")
+            item = func.jsonb_path_query(args, path).table_valued("value")
             item = item.render_derived().alias(name)
             text_of = item.c.value.op("#>>")(literal_column("'{}'"))
             found.append(
@@ -206,7 +231,7 @@ def _args_hold(db: Database, pattern: str) -> ColumnElement[bool]:
                 )
             )
         return or_(*found)
-    node = func.json_tree(job.c.args).table_valued("key", "atom", "type").alias("t")
+    node = func.json_tree(args).table_valued("key", "atom", "type").alias("t")
     scalar = case(
         (node.c.type.in_(("true", "false")), node.c.type),
         (node.c.type.in_(("text", "integer", "real")), cast(node.c.atom, Text)),

@@ -1,8 +1,12 @@
-"""The one redaction Kickside applies wherever text or job data leaves the worker.
+"""The one redaction Kickside applies wherever text or job data is shown, logged or searched.
 
-Stored job errors and arguments, log lines, CLI output and the dashboard all pass through
-:func:`redact_text` (free text) or :func:`redact_value` (JSON-like data). Redaction removes the
-secret and keeps the context: the host, path and cause of an error stay readable::
+Two contracts (the oban seed's): **errors are stored redacted**, and **args are stored and
+delivered exactly as the application gave them** (they hold ids, never secrets) and are
+redacted wherever they are shown, logged or searched. So :func:`redact_text` runs before an
+error is stored and before a log line is written, and :func:`redact_value` (through
+:func:`redact_args` and :func:`redact_meta`) runs on the way out: the CLI, ``--json``, the
+dashboard, test-helper messages. Search reads a redacted copy that enqueue records (see
+:data:`REDACTED_ARGS_META`). Redaction removes the secret and keeps the context::
 
     >>> redact_text("charge failed for https://deploy:pw@api.example.com/v1?token=abc")
     'charge failed for https://deploy:[REDACTED]@api.example.com/v1?token=[REDACTED]'
@@ -11,10 +15,23 @@ What is removed from free text:
 
 - the password of a URL's credentials (``scheme://user:password@host``); the user stays;
 - the value after a sensitive key (see :func:`is_sensitive_key`) followed by ``=`` or ``:``,
-  quoted or not, in query strings, ``key=value`` lists, headers, JSON and ``repr`` output;
+  quoted or not, in query strings, ``key=value`` lists, headers, JSON and ``repr`` output; in
+  free text a bare ``key``, ``sig``, ``session`` or ``sessionid`` counts too (an API key or a
+  signature in a URL's query, a session cookie);
 - the credential after ``Bearer``, ``Basic`` or ``Token`` (the scheme word stays);
 - well-known token shapes even without a key: GitHub, Slack, AWS access key ids, Stripe keys,
   JWTs and PEM private key blocks.
+
+**Sensitive keys** are whole names, not fragments: a key is split into words (on ``_``, ``-``,
+``.``, whitespace and camelCase) and it is what its last word names, as in English compounds:
+``stripe_api_key`` and ``accessToken`` are secrets, ``token_count``, ``auth_provider`` and
+``session_id`` are data. An application adds its own names (personal data such as ``ssn``),
+per worker (``@registry.worker(..., sensitive_keys={"ssn"})``), for all of its workers
+(``WorkerRegistry(sensitive_keys=...)``) or per job (``JobBuilder.sensitive_keys``). A
+declared name matches the same way: ``ssn`` covers ``ssn``, ``customer_ssn`` and
+``customerSsn``. The dashboard and the CLI do not import the application, so enqueue writes the
+job's declared names into its meta (:data:`SENSITIVE_KEYS_META`): each job carries how it is to
+be redacted, whichever process shows it.
 
 Every pattern runs in time linear in the input (possessive quantifiers, bounded scans and
 explicit loops instead of backtracking), and redaction is idempotent. This module imports only
@@ -25,26 +42,54 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
-__all__ = ["REDACTED", "is_sensitive_key", "redact_text", "redact_value", "truncate"]
+__all__ = [
+    "REDACTED",
+    "REDACTED_ARGS_META",
+    "SENSITIVE_KEYS_META",
+    "declared_sensitive_keys",
+    "is_sensitive_key",
+    "key_words",
+    "redact_args",
+    "redact_meta",
+    "redact_text",
+    "redact_value",
+    "truncate",
+]
 
 REDACTED = "[REDACTED]"
 """What a removed secret is replaced with."""
+
+SENSITIVE_KEYS_META = "sensitive_keys"
+"""The meta entry listing the key names a job's application declared sensitive (sorted)."""
+
+REDACTED_ARGS_META = "redacted_args"
+"""The meta entry holding the job's args as shown, written at enqueue only when redaction
+changes them: what a search reads, so that searching for a secret never finds its job. Display
+leaves it out (it repeats the args).
+
+Search could instead redact each candidate in Python, but then counts, bulk previews and
+bounded scans would stop being single SQL statements; a column of its own would change the job
+row that claim statements map positionally onto :class:`~kickside_engine.models.Job`. Meta costs
+nothing for the jobs that need no redaction (nearly all: args hold ids), and the copy is
+written once, at enqueue, with the same names the displays use."""
 
 _REDACTED_PRIVATE_KEY = "[REDACTED PRIVATE KEY]"
 _TRUNCATED = "\u2026[truncated]"
 
 # --- sensitive keys -----------------------------------------------------------------------
 
-# A key is split into parts on "_", "-", ".", whitespace and camelCase boundaries, lowercased.
-# A part equal to one of these words makes the key sensitive.
-_SENSITIVE_PARTS = frozenset(
+# A key is split into words on "_", "-", ".", whitespace and camelCase boundaries, lowercased;
+# trailing numbering is dropped (password2, X-Hub-Signature-256). The last word decides.
+_SENSITIVE_NAMES = frozenset(
     {
         "password",
         "passwd",
         "pwd",
         "passphrase",
+        "passcode",
         "secret",
         "secrets",
         "token",
@@ -56,24 +101,25 @@ _SENSITIVE_PARTS = frozenset(
         "authorization",
         "credential",
         "credentials",
-        "session",
-        "sessionid",
         "cookie",
         "cookies",
         "setcookie",
         "signature",
     }
 )
-# A part ending with one of these is sensitive too: PGPASSWORD, accesstoken, csrftoken, ...
+# A last word ending with one of these is sensitive too: PGPASSWORD, csrftoken, clientsecret.
 # ("passwordless" or "tokenizer" only start with them, and stay ordinary.)
-_SENSITIVE_SUFFIXES = ("password", "passwd", "secret", "token", "apikey")
-# Two adjacent parts naming a key that is a secret: api_key, X-Api-Key, accessKey, ...
+_SENSITIVE_ENDINGS = ("password", "passwd", "secret", "token", "apikey")
+# "<qualifier> key" names a key that is a secret: api_key, X-Api-Key, accessKey, ...
 _SENSITIVE_KEY_QUALIFIERS = frozenset(
-    {"api", "access", "private", "secret", "signing", "encryption"}
+    {"api", "access", "private", "secret", "signing", "encryption", "master"}
 )
-# Words that are sensitive only as the whole key ("key=", "sig="), not as a part of one.
-_SENSITIVE_WHOLE_KEYS = frozenset({"key", "sig"})
-# Cheap substring pre-check: a key containing none of these cannot be sensitive.
+# Whole keys that are sensitive in free text only: "?key=" and "&sig=" in a URL are an API key
+# and a signature, "session=" a cookie; as fields of args they are usually data (an object
+# key, a chat session).
+_TEXT_ONLY_KEYS = frozenset({"key", "sig", "session", "sessionid"})
+# Cheap substring pre-check: a key containing none of these (nor a declared word) cannot be
+# sensitive.
 _KEY_HINTS = (
     "pass",
     "pwd",
@@ -91,39 +137,102 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _KEY_SEPARATORS = re.compile(r"[_\-.\s]+")
 
 
-def is_sensitive_key(key: str) -> bool:
+@functools.lru_cache(maxsize=8192)
+def key_words(key: str) -> tuple[str, ...]:
+    """The lowercase words of a key, as sensitive names are matched: ``"stripeApiKey"`` gives
+    ``("stripe", "api", "key")``; trailing numbering is dropped (``"password2"``)."""
+    words = [p for p in _KEY_SEPARATORS.split(_CAMEL_BOUNDARY.sub("_", key).lower()) if p]
+    while words:
+        last = words[-1].rstrip("0123456789")
+        if last:
+            words[-1] = last
+            break
+        words.pop()
+    return tuple(words)
+
+
+class _Rules:
+    """Sensitive-key matching with a set of declared names (built once per set, cached)."""
+
+    __slots__ = ("declared", "hints", "key_separator")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.declared = tuple(words for words in {key_words(n) for n in names} if words)
+        extra = sorted({w for words in self.declared for w in words} - set(_KEY_HINTS))
+        self.hints = (*_KEY_HINTS, *extra)
+        # A key followed by "=" or ":" (not "==", "::" or ":="); the value is matched
+        # separately. The two lookaheads let the regex engine skip, cheaply, words not followed
+        # by a separator and keys that contain none of the hint words; the rules decide the
+        # rest.
+        self.key_separator = re.compile(
+            r"(?<![\w.\-])"
+            r"(?=[\w.\-]++[\"']?[ \t]*+[:=](?![:=]))"
+            r"(?=[\w.\-]*?(?i:" + "|".join(re.escape(h) for h in self.hints) + r"))"
+            r"(?P<key>[\w.\-]++)[\"']?[ \t]*+(?P<sep>[:=])(?![:=])[ \t]*+"
+        )
+
+    def sensitive(self, key: str, *, in_text: bool) -> bool:
+        lowered = key.lower()
+        if not any(hint in lowered for hint in self.hints):
+            return False
+        words = key_words(key)
+        if not words:
+            return False
+        if in_text and len(words) == 1 and words[0] in _TEXT_ONLY_KEYS:
+            return True
+        last = words[-1]
+        if last in _SENSITIVE_NAMES or last.endswith(_SENSITIVE_ENDINGS):
+            return True
+        if last == "key" and len(words) > 1 and words[-2] in _SENSITIVE_KEY_QUALIFIERS:
+            return True
+        return any(words[-len(name) :] == name for name in self.declared if len(name) <= len(words))
+
+
+@functools.lru_cache(maxsize=256)
+def _rules_of(names: tuple[str, ...]) -> _Rules:
+    return _Rules(names)
+
+
+_DEFAULT_RULES = _rules_of(())
+
+
+def _rules(sensitive_keys: Iterable[str]) -> _Rules:
+    if not sensitive_keys:
+        return _DEFAULT_RULES
+    return _rules_of(tuple(sorted({k for k in sensitive_keys if isinstance(k, str) and k})))
+
+
+def is_sensitive_key(key: str, sensitive_keys: Iterable[str] = ()) -> bool:
     """Tell whether a mapping key or parameter name names a secret.
 
-    The key is split into parts on ``_``, ``-``, ``.``, whitespace and camelCase boundaries
-    and compared case-insensitively. It is sensitive when a part is one of the sensitive words
-    (``password``, ``passwd``, ``pwd``, ``secret``, ``token``, ``auth``, ``authorization``,
-    ``credential(s)``, ``session``, ``cookie``, ``signature``, ``apikey``, ...), when a part
-    ends with ``password``, ``passwd``, ``secret``, ``token`` or ``apikey`` (``PGPASSWORD``,
-    ``csrftoken``), when two adjacent parts form ``api key``, ``access key``, ``private key``
-    (and a few more), or when the whole key is ``key`` or ``sig``.
+    The key is split into words on ``_``, ``-``, ``.``, whitespace and camelCase boundaries,
+    compared case-insensitively, trailing numbering dropped, and judged by its last word (a
+    ``token_count`` is a count, an ``access_token`` a token). It is sensitive when that word
+    is one of ``password``, ``passwd``, ``pwd``, ``passphrase``, ``passcode``, ``secret(s)``,
+    ``token``, ``apikey``, ``accesskey``, ``secretkey``, ``privatekey``, ``auth``,
+    ``authorization``, ``credential(s)``, ``cookie(s)``, ``setcookie`` or ``signature``; when
+    it ends with ``password``, ``passwd``, ``secret``, ``token`` or ``apikey`` (``PGPASSWORD``,
+    ``csrftoken``); when the last two words are ``api key``, ``access key``, ``private key``,
+    ``secret key``, ``signing key``, ``encryption key`` or ``master key``; or when its last
+    words are those of a name in ``sensitive_keys`` (the application's declarations: ``ssn``
+    covers ``customer_ssn``).
 
-    Ordinary words stay ordinary: ``monkey``, ``keyboard``, ``author``, ``passwordless``,
-    ``primary_key`` and ``tokenizer`` are not sensitive.
+    Ordinary words stay ordinary: ``token_count``, ``auth_provider``, ``session_id``,
+    ``max_tokens``, ``monkey``, ``author``, ``passwordless``, ``primary_key``, ``key`` and
+    ``tokenizer`` are not sensitive.
     """
-    return _is_sensitive_key(key)
+    return _rules(sensitive_keys).sensitive(key, in_text=False)
 
 
-@functools.lru_cache(maxsize=4096)
-def _is_sensitive_key(key: str) -> bool:
-    lowered = key.lower()
-    if not any(hint in lowered for hint in _KEY_HINTS):
-        return False
-    parts = [p for p in _KEY_SEPARATORS.split(_CAMEL_BOUNDARY.sub("_", key).lower()) if p]
-    if not parts:
-        return False
-    if len(parts) == 1 and parts[0] in _SENSITIVE_WHOLE_KEYS:
-        return True
-    for index, part in enumerate(parts):
-        if part in _SENSITIVE_PARTS or part.endswith(_SENSITIVE_SUFFIXES):
-            return True
-        if part == "key" and index > 0 and parts[index - 1] in _SENSITIVE_KEY_QUALIFIERS:
-            return True
-    return False
+def declared_sensitive_keys(meta: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The sensitive key names a job's meta declares (:data:`SENSITIVE_KEYS_META`); anything
+    malformed there is ignored, so that showing a job never fails on its meta."""
+    if not isinstance(meta, Mapping):
+        return ()
+    names = meta.get(SENSITIVE_KEYS_META)
+    if not isinstance(names, list | tuple):
+        return ()
+    return tuple(n for n in names if isinstance(n, str) and n)
 
 
 # --- free-text patterns -------------------------------------------------------------------
@@ -136,16 +245,6 @@ _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 # scheme://user:password@host. Anchored on "://" (no scheme scan, so no quadratic behaviour on
 # long words). The user part stays. The password runs to the last "@" of the authority.
 _URL_CREDENTIALS = re.compile(r"(?P<prefix>://[^\s:/?#@]*+:)(?P<password>[^\s/?#]+)@")
-
-# A key followed by "=" or ":" (not "==", "::" or ":="); the value is matched separately. The
-# two lookaheads let the regex engine skip, cheaply, words not followed by a separator and keys
-# that contain none of the hint words; is_sensitive_key decides the rest.
-_KEY_SEPARATOR = re.compile(
-    r"(?<![\w.\-])"
-    r"(?=[\w.\-]++[\"']?[ \t]*+[:=](?![:=]))"
-    r"(?=[\w.\-]*?(?i:" + "|".join(_KEY_HINTS) + r"))"
-    r"(?P<key>[\w.\-]++)[\"']?[ \t]*+(?P<sep>[:=])(?![:=])[ \t]*+"
-)
 
 _AUTH_SCHEME = r"(?:bearer|basic|token|digest|negotiate)[ \t]++"
 _VALUE_END = r"\s&,;\"')\]}"
@@ -221,17 +320,17 @@ def _redact_url_credentials(text: str) -> str:
     return _URL_CREDENTIALS.sub(lambda m: m.group("prefix") + REDACTED + "@", text)
 
 
-def _redact_key_values(text: str) -> str:
+def _redact_key_values(text: str, rules: _Rules) -> str:
     if "=" not in text and ":" not in text:
         return text
     pieces: list[str] = []
     position = 0
     length = len(text)
     while position < length:
-        match = _KEY_SEPARATOR.search(text, position)
+        match = rules.key_separator.search(text, position)
         if match is None:
             break
-        if not is_sensitive_key(match.group("key")):
+        if not rules.sensitive(match.group("key"), in_text=True):
             # Resume after the separator, so that "a=password=x" still finds "password".
             pieces.append(text[position : match.end("sep")])
             position = match.end("sep")
@@ -283,25 +382,29 @@ def _redact_token_shapes(text: str) -> str:
     return _TOKEN_SHAPES.sub(REDACTED, text)
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, sensitive_keys: Iterable[str] = ()) -> str:
     """Return ``text`` with secrets replaced by :data:`REDACTED`, keeping it readable.
 
-    Removes URL passwords (the user, host and path stay), values of sensitive keys in
-    ``key=value``, ``key: value`` and JSON-like ``"key": "value"`` pairs, the credential after
-    ``Bearer``/``Basic``/``Token``, PEM private key blocks (replaced by
-    ``[REDACTED PRIVATE KEY]``) and well-known token shapes (GitHub, Slack, AWS access key
-    ids, Stripe keys, JWTs).
+    Removes URL passwords (the user, host and path stay), values of sensitive keys (and of
+    the names in ``sensitive_keys``) in ``key=value``, ``key: value`` and JSON-like
+    ``"key": "value"`` pairs, the credential after ``Bearer``/``Basic``/``Token``, PEM private
+    key blocks (replaced by ``[REDACTED PRIVATE KEY]``) and well-known token shapes (GitHub,
+    Slack, AWS access key ids, Stripe keys, JWTs).
 
     The result is stable: ``redact_text(redact_text(x)) == redact_text(x)``. It never raises on
     a ``str`` (any size, any code points including lone surrogates) and runs in time roughly
     linear in the length of the text. Redact before truncating, so that a secret cut in half
     is still recognised.
     """
+    return _redact_text(text, _rules(sensitive_keys))
+
+
+def _redact_text(text: str, rules: _Rules) -> str:
     text = _redact_private_keys(text)
     text = _redact_url_credentials(text)
     text = _redact_token_shapes(text)
     text = _redact_auth_credentials(text)
-    text = _redact_key_values(text)
+    text = _redact_key_values(text, rules)
     # Once more: a quoted value redacted above may have hidden the spaces that kept a URL's
     # password from being recognised ('https://u:password="a b"@host').
     return _redact_url_credentials(text)
@@ -312,12 +415,6 @@ def redact_text(text: str) -> str:
 
 def _is_container(value: object) -> TypeGuard[dict[Any, Any] | list[Any] | tuple[Any, ...]]:
     return isinstance(value, dict | list | tuple)
-
-
-def _redact_leaf(value: object) -> object:
-    if isinstance(value, str):
-        return redact_text(value)
-    return value
 
 
 class _Frame:
@@ -338,10 +435,10 @@ class _Frame:
         self.index = 0
         self.results: list[object] = []
 
-    def build(self) -> object:
+    def build(self, rules: _Rules) -> object:
         if self.keys is not None:
             return {
-                (redact_text(key) if isinstance(key, str) else key): value
+                (_redact_text(key, rules) if isinstance(key, str) else key): value
                 for key, value in zip(self.keys, self.results, strict=True)
             }
         if isinstance(self.source, tuple):
@@ -349,21 +446,24 @@ class _Frame:
         return self.results
 
 
-def redact_value(value: object) -> object:
+def redact_value(value: object, sensitive_keys: Iterable[str] = ()) -> object:
     """Return a redacted copy of a JSON-like value (dicts, lists, tuples, scalars).
 
-    A dict entry whose key is sensitive (:func:`is_sensitive_key`) has its value replaced by
-    :data:`REDACTED`, whatever its type, except that ``None`` stays ``None``. Every other
-    string, including dict keys, goes through :func:`redact_text`. Dicts, lists and tuples are
-    rebuilt as plain ``dict``, ``list`` and ``tuple``; the input is never mutated. Numbers,
-    booleans, ``None`` and objects that are not JSON-like are returned unchanged.
+    A dict entry whose key is sensitive (:func:`is_sensitive_key`, with the names in
+    ``sensitive_keys``) has its value replaced by :data:`REDACTED`, whatever its type, except
+    that ``None`` stays ``None``. Every other string, including dict keys, goes through
+    :func:`redact_text`. Dicts, lists and tuples are rebuilt as plain ``dict``, ``list`` and
+    ``tuple``; the input is never mutated. Numbers, booleans, ``None`` and objects that are not
+    JSON-like are returned unchanged.
 
     Nesting of any depth is handled with an explicit stack (no ``RecursionError``). A container
-    that contains itself is replaced by :data:`REDACTED` where it recurs; a container shared
-    between several places is redacted once and the copy shared the same way.
+    that contains itself is replaced by :data:`REDACTED` where it recurs (enqueue refuses such
+    args; this is for values shown from elsewhere); a container shared between several places
+    is redacted once and the copy shared the same way.
     """
+    rules = _rules(sensitive_keys)
     if not _is_container(value):
-        return _redact_leaf(value)
+        return _redact_text(value, rules) if isinstance(value, str) else value
     done: dict[int, object] = {}
     active: set[int] = {id(value)}
     stack = [_Frame(value)]
@@ -372,7 +472,7 @@ def redact_value(value: object) -> object:
         if frame.index == len(frame.children):
             stack.pop()
             active.discard(id(frame.source))
-            built = frame.build()
+            built = frame.build(rules)
             done[id(frame.source)] = built
             if not stack:
                 return built
@@ -383,11 +483,11 @@ def redact_value(value: object) -> object:
         child = frame.children[index]
         if frame.keys is not None:
             key = frame.keys[index]
-            if isinstance(key, str) and is_sensitive_key(key):
+            if isinstance(key, str) and rules.sensitive(key, in_text=False):
                 frame.results.append(None if child is None else REDACTED)
                 continue
         if not _is_container(child):
-            frame.results.append(_redact_leaf(child))
+            frame.results.append(_redact_text(child, rules) if isinstance(child, str) else child)
             continue
         child_id = id(child)
         if child_id in done:
@@ -397,6 +497,18 @@ def redact_value(value: object) -> object:
         else:
             active.add(child_id)
             stack.append(_Frame(child))
+
+
+def redact_args(args: object, meta: Mapping[str, Any] | None = None) -> object:
+    """A job's args as shown: :func:`redact_value` with the names its meta declares."""
+    return redact_value(args, declared_sensitive_keys(meta))
+
+
+def redact_meta(meta: Mapping[str, Any]) -> object:
+    """A job's meta as shown: redacted with the names it declares, without the search copy of
+    the args (:data:`REDACTED_ARGS_META`, which repeats them)."""
+    shown = {k: v for k, v in meta.items() if k != REDACTED_ARGS_META}
+    return redact_value(shown, declared_sensitive_keys(meta))
 
 
 # --- size cap -----------------------------------------------------------------------------

@@ -26,11 +26,13 @@ from sqlalchemy import and_, func, or_, select, update
 
 from kickside_engine.api import claim, record
 from kickside_engine.clock import utcnow
+from kickside_engine.enqueue import _stored_args
 from kickside_engine.execution import execute_with_timeout
 from kickside_engine.lifecycle import ResultKind
 from kickside_engine.models import Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome
 from kickside_engine.plugins.stager import stage
+from kickside_engine.redact import redact_args
 from kickside_engine.store.database import Database, connect_database
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.workers import WorkerRegistry, spec_of
@@ -207,7 +209,8 @@ def _describe(jobs: list[Job]) -> str:
     if not jobs:
         return "  (no jobs enqueued)"
     return "\n".join(
-        f"  {j.worker} queue={j.queue} state={j.state.value} args={j.args} tags={j.tags}"
+        f"  {j.worker} queue={j.queue} state={j.state.value} args={redact_args(j.args, j.meta)}"
+        f" tags={j.tags}"
         f" scheduled_at={j.scheduled_at.isoformat()}"
         for j in jobs[:20]
     )
@@ -287,12 +290,13 @@ def perform_job(
 ) -> Outcome:
     """Run one worker's ``perform`` with ``args`` as a stored job would see them.
 
-    Args make a JSON round trip first (as storage does), are decoded with the worker's
-    ``args_type``, and the return value is normalised (``None`` becomes :class:`Done`).
-    Exceptions propagate, so a test can assert on them.
+    Args are checked and make a JSON round trip first, as enqueue does (args JSON cannot hold
+    as they are raise :class:`~kickside_engine.errors.InvalidArgumentError`), are decoded with
+    the worker's ``args_type``, and the return value is normalised (``None`` becomes
+    :class:`Done`). Exceptions propagate, so a test can assert on them.
     """
     spec = spec_of(worker)
-    stored = json.loads(json.dumps(dict(args or {}), allow_nan=False))
+    stored = _stored_args(dict(args or {}))
     now = utcnow()
     job = Job(
         id=uuid.uuid4(),

@@ -13,13 +13,26 @@ or a class with a ``perform(self, args, job)`` method (a fresh instance runs eac
 ``args_type`` decodes the stored args before ``perform`` sees them (a dataclass is called with
 the args as keyword arguments, anything else with the dict); args that do not decode discard the
 job with the reason, since retrying cannot fix them.
+
+Args are stored and delivered exactly as given, and redacted wherever they are shown (see
+:mod:`kickside_engine.redact`). Names that Kickside does not know to be secret (personal data,
+an application's own credentials) are declared per worker or for every worker of a registry::
+
+    registry = WorkerRegistry(sensitive_keys={"ssn"})
+
+    @registry.worker("verify_identity", sensitive_keys={"date_of_birth"})
+    def verify_identity(args: dict, job: Job) -> None:
+        ...
+
+Enqueueing through the worker (``verify_identity.new(...)``) records the names in the job's
+meta, where the CLI and the dashboard (which do not import the application) read them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -27,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, retry_policy
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.outcomes import Outcome
+from kickside_engine.redact import key_words
 from kickside_engine.uniqueness import Unique
 
 if TYPE_CHECKING:
@@ -50,6 +64,26 @@ def validate_name(value: object, field: str, *, max_length: int = 255) -> str:
             f"(at most {max_length} characters, starting with a letter or _)"
         )
     return value
+
+
+def sensitive_key_names(value: object, field: str = "sensitive_keys") -> frozenset[str]:
+    """Declared sensitive key names: a collection of non-empty names, each with a word in it.
+
+    Matching is by words (:func:`kickside_engine.redact.is_sensitive_key`), so ``"ssn"``
+    covers ``customer_ssn`` and ``customerSsn``.
+    """
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(
+            f"{field} must be a collection of key names (e.g. {{'ssn'}}), got {value!r}"
+        )
+    names = set()
+    for name in value:
+        if not isinstance(name, str) or not 0 < len(name) <= 255 or not key_words(name):
+            raise InvalidArgumentError(
+                f"{field} must hold key names (letters or digits, at most 255), got {name!r}"
+            )
+        names.add(name)
+    return frozenset(names)
 
 
 @dataclass(frozen=True)
@@ -85,9 +119,12 @@ class WorkerSpec:
     args_type: Callable[..., Any] | None = None
     tags: tuple[str, ...] = ()
     capacity: CapacityDeclaration | None = None
+    #: Key names to redact wherever this worker's args are shown, beyond the built-in ones.
+    sensitive_keys: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         validate_name(self.name, "worker name")
+        object.__setattr__(self, "sensitive_keys", sensitive_key_names(self.sensitive_keys))
         validate_name(self.queue, "queue", max_length=128)
         if not 0 <= self.priority <= 9:
             raise InvalidArgumentError(f"priority must be 0..9, got {self.priority}")
@@ -116,15 +153,27 @@ class WorkerSpec:
 
 
 class WorkerRegistry:
-    """The workers one application can run, by permanent name."""
+    """The workers one application can run, by permanent name.
 
-    def __init__(self) -> None:
+    ``sensitive_keys`` are key names redacted wherever the args of any of its workers are
+    shown (the application's global declaration); each worker adds its own.
+    """
+
+    def __init__(self, *, sensitive_keys: Iterable[str] = ()) -> None:
         self._workers: dict[str, WorkerSpec] = {}
+        self.sensitive_keys = sensitive_key_names(sensitive_keys)
 
     def register(self, spec: WorkerSpec) -> WorkerSpec:
-        """Add a worker; a second worker with the same name is an error."""
+        """Add a worker; a second worker with the same name is an error.
+
+        The registry's ``sensitive_keys`` are added to the worker's (the spec registered is
+        then a copy carrying both).
+        """
+        if not self.sensitive_keys <= spec.sensitive_keys:
+            keys = spec.sensitive_keys | self.sensitive_keys
+            spec = dataclasses.replace(spec, sensitive_keys=keys)
         existing = self._workers.get(spec.name)
-        if existing is not None and existing is not spec:
+        if existing is not None and existing is not spec and existing != spec:
             raise InvalidArgumentError(f"worker {spec.name!r} is already registered")
         self._workers[spec.name] = spec
         return spec
@@ -163,8 +212,7 @@ class WorkerRegistry:
             perform = cast(Perform, target)
             defaults = {}
             name = name or f"{target.__module__}.{target.__qualname__}"
-        spec = WorkerSpec(name=name, perform=perform, **{**defaults, **options})
-        self.register(spec)
+        spec = self.register(WorkerSpec(name=name, perform=perform, **{**defaults, **options}))
         target.kickside_worker = spec  # type: ignore[attr-defined]
         if not isinstance(target, type):
             target.new = spec.new  # type: ignore[attr-defined]  # deliver_receipt.new({...})

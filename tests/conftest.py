@@ -7,6 +7,7 @@ reason, except under ``CI=true``, where they fail: CI never passes on SQLite alo
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -86,6 +87,24 @@ def _drop_schema(schema: str) -> None:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
     finally:
         engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _kickside_logger_put_back() -> Iterator[None]:
+    """Put the ``kickside`` logger back after each test: a command run in-process (the CLI's
+    ``worker``) configures it for a terminal, which would hide records from later tests'
+    ``caplog``."""
+    logger = logging.getLogger("kickside")
+    saved = (list(logger.handlers), logger.level, logger.propagate, logger.disabled)
+    try:
+        yield
+    finally:
+        logger.handlers[:], logger.level, logger.propagate, logger.disabled = (
+            saved[0],
+            saved[1],
+            saved[2],
+            saved[3],
+        )
 
 
 @pytest.fixture(params=BACKENDS)

@@ -42,6 +42,7 @@ from kickside_engine.models import ClaimedJob
 from kickside_engine.notify import local_signal
 from kickside_engine.plugins.cron import SchedulePublication
 from kickside_engine.reconnect import Outage
+from kickside_engine.redact import declared_sensitive_keys
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import (
@@ -296,7 +297,8 @@ class WorkerPool:
         }
         if failed:
             final = claimed.job.attempt >= claimed.job.max_attempts and not claimed.job.is_slot
-            fields["error"] = clean_error(result.error or result.kind.value)
+            declared = declared_sensitive_keys(claimed.job.meta)
+            fields["error"] = clean_error(result.error or result.kind.value, declared)
             job_log.log(logging.ERROR if final else logging.WARNING, "job.exception", extra=fields)
         else:
             job_log.info("job.stop", extra=fields)

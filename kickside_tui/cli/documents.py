@@ -1,8 +1,9 @@
-"""Engine models as the CLI shows them: JSON-ready dicts, redacted once more on the way out.
+"""Engine models as the CLI shows them: JSON-ready dicts, redacted on the way out.
 
-Args and errors are stored redacted, but meta is stored as given and older rows may predate a
-redaction rule, so everything that could carry a secret goes through the one redaction again
-(it is idempotent). Lease tokens fence outcomes and are never printed.
+Args and meta are stored as the application gave them and are redacted here, with the
+sensitive key names the job's meta records (its worker's declarations); errors are stored
+redacted, but older rows may predate a redaction rule, so they go through the one redaction
+again (it is idempotent). Lease tokens fence outcomes and are never printed.
 """
 
 from __future__ import annotations
@@ -12,18 +13,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kickside_engine import Job, JobError, Run
-from kickside_engine.redact import redact_text, redact_value
+from kickside_engine.redact import (
+    declared_sensitive_keys,
+    redact_args,
+    redact_meta,
+    redact_text,
+)
 from kickside_tui.cli.output import to_jsonable
 
 _HIDDEN = frozenset({"lease_token"})
 
 
-def error_document(entry: JobError) -> dict[str, Any]:
-    """One entry of a job's error history."""
+def error_document(entry: JobError, sensitive_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One entry of a job's error history (``sensitive_keys``: the job's declared names)."""
     return {
         "attempt": entry.attempt,
         "at": to_jsonable(entry.at),
-        "error": redact_text(entry.error),
+        "error": redact_text(entry.error, sensitive_keys),
     }
 
 
@@ -34,20 +40,21 @@ def job_document(job: Job) -> dict[str, Any]:
         if f.name in _HIDDEN:
             continue
         doc[f.name] = to_jsonable(getattr(job, f.name))
-    doc["args"] = redact_value(job.args)
-    doc["meta"] = redact_value(job.meta)
-    doc["errors"] = [error_document(e) for e in job.errors]
+    declared = declared_sensitive_keys(job.meta)
+    doc["args"] = redact_args(job.args, job.meta)
+    doc["meta"] = redact_meta(job.meta)
+    doc["errors"] = [error_document(e, declared) for e in job.errors]
     return doc
 
 
-def run_document(run: Run) -> dict[str, Any]:
-    """One execution attempt, its error redacted."""
+def run_document(run: Run, sensitive_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One execution attempt, its error redacted (``sensitive_keys``: the job's names)."""
     doc = {
         f.name: to_jsonable(getattr(run, f.name))
         for f in dataclasses.fields(run)
         if f.name not in _HIDDEN
     }
-    doc["error"] = redact_text(run.error) if run.error is not None else None
+    doc["error"] = redact_text(run.error, sensitive_keys) if run.error is not None else None
     doc["settled"] = run.settled
     return doc
 
@@ -75,9 +82,9 @@ def seconds(value: timedelta | float | None) -> str:
     return f"{sign}{hours}h{minutes:02d}m"
 
 
-def first_line(text: str | None, limit: int = 120) -> str:
+def first_line(text: str | None, limit: int = 120, sensitive_keys: tuple[str, ...] = ()) -> str:
     """The first line of a (redacted) message, cut for a table cell."""
     if not text:
         return ""
-    line = redact_text(text).strip().splitlines()[0] if text.strip() else ""
+    line = redact_text(text, sensitive_keys).strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"

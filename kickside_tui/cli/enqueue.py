@@ -113,6 +113,10 @@ def enqueue_command(
     app: Annotated[str | None, typer.Option("--app", help="Module with the WorkerRegistry "
                                             "whose defaults to use (module[:attribute]).")]
     = None,
+    sensitive_keys: Annotated[list[str] | None, typer.Option(
+        "--sensitive-key", metavar="NAME",
+        help="An args key to redact wherever the job is shown (repeatable; --app adds the "
+             "worker's declared ones).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Enqueue a job for WORKER; with --namespace/--scope/--key (or --slot) enroll a slot.
@@ -121,6 +125,8 @@ def enqueue_command(
     state. Options left out take the worker's defaults when --app names its registry.
     """
     builder = _builder(worker, args, app)
+    if sensitive_keys:
+        builder = builder.sensitive_keys(sensitive_keys)
     if queue is not None:
         builder = builder.queue(queue)
     if priority is not None:

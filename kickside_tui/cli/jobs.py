@@ -10,7 +10,7 @@ import typer
 from kickside_engine import Job
 from kickside_engine.control import JobFilter, job_detail, list_jobs
 from kickside_engine.purge import purge_request
-from kickside_engine.redact import redact_value
+from kickside_engine.redact import declared_sensitive_keys
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, open_database
 from kickside_tui.cli.documents import (
@@ -69,7 +69,8 @@ def job_rows(jobs: list[Job]) -> list[list[object]]:
             f"{j.attempt}/{j.max_attempts}",
             ", ".join(j.tags),
             short_time(j.scheduled_at),
-            first_line(j.errors[-1].error, 60) if j.errors else "",
+            first_line(j.errors[-1].error, 60, declared_sensitive_keys(j.meta))
+            if j.errors else "",
         ]
         for j in jobs
     ]
@@ -110,10 +111,11 @@ def jobs(
 
 @handles_errors
 def job(ctx: typer.Context, job_id: JobIdArgument, as_json: JsonOption = False) -> None:
-    """Show one job: its fields, args (redacted as stored), meta, errors and runs."""
+    """Show one job: its fields, args and meta (redacted), errors and runs."""
     detail = job_detail(open_database(ctx), job_id)
     document = job_document(detail.job)
-    runs = [run_document(r) for r in detail.runs]
+    declared = declared_sensitive_keys(detail.job.meta)
+    runs = [run_document(r, declared) for r in detail.runs]
     purge = purge_request(detail.job.meta) if detail.job.is_slot else None
     if as_json:
         output.emit_json({"job": document, "runs": runs, "purge": purge})
@@ -138,8 +140,8 @@ def job(ctx: typer.Context, job_id: JobIdArgument, as_json: JsonOption = False) 
         ("max execution", seconds(j.max_execution_ms / 1000) if j.max_execution_ms else None),
         ("inserted at", short_time(j.inserted_at)), ("scheduled at", short_time(j.scheduled_at)),
         ("attempted at", short_time(j.attempted_at)), ("finalized at", short_time(j.finalized_at)),
-        ("args", json.dumps(redact_value(j.args), ensure_ascii=False)),
-        ("meta", json.dumps(redact_value(j.meta), ensure_ascii=False)),
+        ("args", json.dumps(document["args"], ensure_ascii=False)),
+        ("meta", json.dumps(document["meta"], ensure_ascii=False)),
     ]
     output.fields(f"job {j.id}", [(k, v) for k, v in pairs if v not in (None, "")])
     if document["errors"]:
@@ -153,7 +155,8 @@ def job(ctx: typer.Context, job_id: JobIdArgument, as_json: JsonOption = False) 
             [
                 i, r.attempt, r.node, short_time(r.started_at), short_time(r.finished_at),
                 seconds(r.duration_ms / 1000) if r.duration_ms is not None else "",
-                r.outcome.value if r.outcome else "running", first_line(r.error, 80),
+                r.outcome.value if r.outcome else "running",
+                first_line(r.error, 80, declared),
             ]
             for i, r in enumerate(detail.runs, 1)
         ],

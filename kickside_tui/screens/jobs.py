@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Static
 
 from kickside_engine import InvalidArgumentError, Job, JobKind, JobState
 from kickside_engine.control import JobFilter
+from kickside_engine.redact import declared_sensitive_keys
 from kickside_tui.adapter import JobDetailData, JobsData
 from kickside_tui.screens.base import ActionFinished, describe_failure
 from kickside_tui.screens.bulk import BulkActions
@@ -171,7 +172,10 @@ class JobsScreen(BulkActions):
                     Text(f"{job.attempt}/{job.max_attempts}", justify="right"),
                     relative(job.scheduled_at, now),
                     first_line(",".join(job.tags), 24),
-                    Text(first_line(last_error, 60), style="red"),
+                    Text(
+                        first_line(last_error, 60, declared_sensitive_keys(job.meta)),
+                        style="red",
+                    ),
                 ],
             ))
         table = self.query_one("#jobs", DataTable)

@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 
 from kickside_engine import JobState, RunOutcome
-from kickside_engine.redact import redact_text, redact_value
+from kickside_engine.redact import redact_text
 
 #: One style per state; chosen to stay distinct on dark and light themes.
 STATE_STYLES: dict[JobState, str] = {
@@ -118,14 +118,16 @@ def short_id(job_id: uuid.UUID | str) -> str:
     return str(job_id)[-8:]
 
 
-def first_line(text: str | None, limit: int = 80) -> str:
-    """The first line of ``text``, redacted and cut to ``limit`` characters."""
+def first_line(text: str | None, limit: int = 80, sensitive_keys: tuple[str, ...] = ()) -> str:
+    """The first line of ``text``, redacted (with a job's declared ``sensitive_keys``) and cut
+    to ``limit`` characters."""
     if not text:
         return ""
-    line = redact_text(text).strip().splitlines()[0] if text.strip() else ""
+    line = redact_text(text, sensitive_keys).strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
 def pretty_json(value: Any) -> str:
-    """JSON-like data, redacted again on the way out and indented for reading."""
-    return json.dumps(redact_value(value), indent=2, sort_keys=True, default=str)
+    """JSON-like data, already redacted (``redact_args``, ``redact_meta``), indented for
+    reading."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str)

@@ -14,6 +14,7 @@ from textual.widgets import Static
 from kickside_engine import Job, Run
 from kickside_engine.explain import Explanation
 from kickside_engine.purge import purge_request
+from kickside_engine.redact import declared_sensitive_keys, redact_args, redact_meta
 from kickside_tui.adapter import JobDetailData
 from kickside_tui.widgets.format import (
     clock,
@@ -76,7 +77,7 @@ def _reasons(explanation: Explanation | None) -> Text:
     return text
 
 
-def _history(runs: list[Run]) -> RenderableType:
+def _history(runs: list[Run], sensitive_keys: tuple[str, ...]) -> RenderableType:
     if not runs:
         return Text("  no attempt yet", style="dim")
     table = Table(box=None, pad_edge=False, show_edge=False, expand=False, header_style="bold")
@@ -90,32 +91,34 @@ def _history(runs: list[Run]) -> RenderableType:
             millis(run.duration_ms),
             outcome_text(run.outcome),
             run.code_version or "-",
-            first_line(run.error, 120),
+            first_line(run.error, 120, sensitive_keys),
         )
     return table
 
 
 def render_detail(data: JobDetailData, now: datetime) -> RenderableType:
-    """Everything about one job, top to bottom; args and errors redacted."""
+    """Everything about one job, top to bottom; args, meta and errors redacted (with the
+    sensitive key names the job's meta records)."""
     job = data.detail.job
+    declared = declared_sensitive_keys(job.meta)
     parts: list[RenderableType] = [
         _facts(job, now),
         _heading("Why not running"),
         _reasons(data.explanation),
         _heading("Retry history"),
-        _history(data.detail.runs),
+        _history(data.detail.runs, declared),
     ]
     if job.errors:
         errors = Text()
         for i, error in enumerate(job.errors):
             errors.append(("\n" if i else "") + f"  #{error.attempt} {clock(error.at)} ")
-            errors.append(first_line(error.error, 200), style="red")
+            errors.append(first_line(error.error, 200, declared), style="red")
         parts += [_heading("Errors"), errors]
     parts += [
         _heading("Args"),
-        Text(pretty_json(job.args)),
+        Text(pretty_json(redact_args(job.args, job.meta))),
         _heading("Meta"),
-        Text(pretty_json(job.meta)),
+        Text(pretty_json(redact_meta(job.meta))),
     ]
     return Group(*parts)
 

@@ -34,15 +34,24 @@ def test_enqueue_writes_every_option_and_prints_one_json_document(
     db: Database, target: Target
 ) -> None:
     doc = enqueued(
-        target, "ok", "--args", '{"n": 1, "password": "hunter2"}', "--queue", "mailers",
+        target, "ok", "--args", '{"n": 1, "password": "hunter2", "ssn": "078-05-1120"}',
+        "--queue", "mailers",
         "--priority", "3", "--max-attempts", "4", "--tag", "a", "--tag", "b",
         "--meta", '{"origin": "runbook"}', "--concurrency-key", "tenant:1",
-        "--max-execution", "30", "--schedule-in", "600",
+        "--max-execution", "30", "--schedule-in", "600", "--sensitive-key", "ssn",
     )
     assert doc["duplicate"] is False and doc["state"] == "scheduled"
     job = get_job(db, doc["id"])
     assert job is not None
-    assert job.args == {"n": 1, "password": "[REDACTED]"}  # stored redacted
+    # Stored as given; shown redacted, the declared name included.
+    assert job.args == {"n": 1, "password": "hunter2", "ssn": "078-05-1120"}
+    assert job.meta["sensitive_keys"] == ["ssn"]
+    shown = cli(target, "job", doc["id"], "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["job"]["args"] == {
+        "n": 1, "password": "[REDACTED]", "ssn": "[REDACTED]",
+    }
+    assert "hunter2" not in shown.stdout and "078-05-1120" not in shown.stdout
     assert (job.queue, job.priority, job.max_attempts) == ("mailers", 3, 4)
     assert job.tags == ["a", "b"] and job.meta["origin"] == "runbook"
     assert job.concurrency_key == "tenant:1" and job.max_execution_ms == 30_000

@@ -20,7 +20,9 @@ from kickside_engine import (
     get_job,
 )
 from kickside_engine.clock import utcnow
+from kickside_engine.control import JobFilter, list_jobs
 from kickside_engine.enqueue import COPY_FROM_ROWS
+from kickside_engine.redact import REDACTED
 from kickside_engine.uniqueness import Unique
 
 from .test_enqueue_many_rows import AWKWARD
@@ -45,8 +47,10 @@ def _template() -> JobBuilder:
 
 
 def _args(count: int) -> list[dict[str, Any]]:
+    """Args with awkward text; every fifth holds a secret (its job gets a redacted copy)."""
     return [
         {"n": i, "text": AWKWARD[i % len(AWKWARD)], "nested": [AWKWARD[i % 3], None, 1.5]}
+        | ({"api_key": f"key-{i}\t{AWKWARD[i % 3]}"} if i % 5 == 1 else {})
         for i in range(count)
     ]
 
@@ -101,13 +105,32 @@ def test_a_scheduled_template_schedules_every_job(db: Database, count: int) -> N
 
 
 @pytest.mark.parametrize("count", SIZES)
-def test_args_are_redacted_like_any_jobs(db: Database, count: int) -> None:
+def test_args_are_stored_as_given_and_searched_redacted_like_any_jobs(
+    db: Database, count: int
+) -> None:
     secret = "https://deploy:not-a-password@api.example.com/v1/charges?token=not-a-token"
-    fanned = enqueue_fanout(db, JobBuilder("echo"), [{"url": secret}] * count)
-    job = get_job(db, fanned[-1].id)
-    assert job is not None
-    assert "not-a-password" not in str(job.args) and "not-a-token" not in str(job.args)
-    assert "api.example.com" in job.args["url"]
+    args = [
+        {"url": secret, "ssn": "078-05-1120", "token_count": n} if n % 2 else {"order": n}
+        for n in range(count)
+    ]
+    fanned = enqueue_fanout(db, JobBuilder("echo").sensitive_keys({"ssn"}), args)
+    for inserted, given in zip(fanned, args, strict=True):
+        job = get_job(db, inserted.id)
+        assert job is not None and job.args == given  # stored exactly as given
+        assert job.meta["sensitive_keys"] == ["ssn"]
+        if "url" in given:
+            assert job.meta["redacted_args"] == {
+                "url": secret.replace("not-a-password", REDACTED).replace("not-a-token", REDACTED),
+                "ssn": REDACTED,
+                "token_count": given["token_count"],
+            }
+        else:
+            assert "redacted_args" not in job.meta  # nothing to redact: no copy
+    with_url = {i.id for i, a in zip(fanned, args, strict=True) if "url" in a}
+    for hidden in ("not-a-password", "not-a-token", "078-05-1120"):
+        assert list_jobs(db, JobFilter(search=hidden), limit=1000).jobs == []
+    found = list_jobs(db, JobFilter(search="api.example.com"), limit=1000).jobs
+    assert {j.id for j in found} == with_url
 
 
 def _count(db: Database) -> int:
@@ -124,6 +147,12 @@ def test_one_bad_args_deep_in_the_list_writes_none(db: Database, count: int) -> 
     assert _count(db) == 0
     args[count // 2 + 1] = "not an object"
     with pytest.raises(InvalidArgumentError, match="args must be a JSON object"):
+        enqueue_fanout(db, JobBuilder("echo"), args)
+    assert _count(db) == 0
+    me: dict[str, Any] = {}
+    me["me"] = me
+    args[count // 2 + 1] = {"me": me}
+    with pytest.raises(InvalidArgumentError, match=r"args\['me'\]\['me'\].*\(a cycle\)"):
         enqueue_fanout(db, JobBuilder("echo"), args)
     assert _count(db) == 0
 

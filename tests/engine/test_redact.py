@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from kickside_engine.redact import (
     REDACTED,
+    REDACTED_ARGS_META,
+    SENSITIVE_KEYS_META,
+    declared_sensitive_keys,
     is_sensitive_key,
+    redact_args,
+    redact_meta,
     redact_text,
     redact_value,
     truncate,
@@ -110,7 +115,8 @@ def test_urls_without_a_password_are_unchanged(text: str) -> None:
         ("db_password=a", "db_password=[REDACTED]"),
         ("X-Api-Key: abc", "X-Api-Key: [REDACTED]"),
         ("stripe.secret=abc", "stripe.secret=[REDACTED]"),
-        ("session_id=abc;path=/", "session_id=[REDACTED];path=/"),
+        ("sessionid=abc;path=/", "sessionid=[REDACTED];path=/"),
+        ("refresh_token=a&token_count=3", "refresh_token=[REDACTED]&token_count=3"),
         ("--password=hunter2 --user=bob", "--password=[REDACTED] --user=bob"),
         ("db_password: 'correct horse battery'", "db_password: '[REDACTED]'"),
         ('"token": "a \\" b"', '"token": "[REDACTED]"'),
@@ -252,39 +258,41 @@ def test_ordinary_text_is_unchanged(text: str) -> None:
         "Password",
         "db_password",
         "PGPASSWORD",
+        "password2",
         "passwd",
         "pwd",
+        "passphrase",
         "secret",
         "client_secret",
         "stripe.secret",
         "token",
         "access_token",
+        "refresh_token",
+        "id_token",
         "accessToken",
         "csrftoken",
         "api_key",
+        "stripe_api_key",
         "apikey",
         "api-key",
         "X-Api-Key",
         "apiKey",
+        "APIKey",
         "access_key",
-        "aws_access_key_id",
+        "secret_access_key",
+        "master_key",
         "private_key",
         "auth",
-        "auth_header",
+        "basic_auth",
         "proxy_auth",
         "Authorization",
         "credential",
         "credentials",
-        "session",
-        "session_id",
-        "sessionId",
         "cookie",
         "Set-Cookie",
         "signature",
         "X-Hub-Signature",
-        "sig",
-        "key",
-        "KEY",
+        "X-Hub-Signature-256",
         "--password",
     ],
 )
@@ -297,13 +305,31 @@ def test_sensitive_keys(key: str) -> None:
     [
         "",
         "name",
+        # Data that merely mentions a sensitive word: a key is what its last word names.
+        "token_count",
+        "auth_provider",
+        "session_id",
+        "sessionId",
+        "session",
+        "max_tokens",
+        "token_type",
+        "token_expires_at",
+        "secret_name",
+        "api_key_id",
+        "private_key_id",
+        "aws_access_key_id",
+        "password_reset_sent_at",
+        # Fields of args that are usually data (an object key, a chat session); in free text,
+        # "key=" and "sig=" are still redacted (test_values_of_sensitive_keys_are_redacted).
+        "key",
+        "KEY",
+        "sig",
         "monkey",
         "keyboard",
         "author",
         "authority",
         "passwordless",
         "tokenizer",
-        "max_tokens",
         "primary_key",
         "key_id",
         "signal",
@@ -315,6 +341,82 @@ def test_sensitive_keys(key: str) -> None:
 )
 def test_ordinary_keys(key: str) -> None:
     assert not is_sensitive_key(key)
+
+
+def test_the_issue_example_is_data_and_the_secrets_beside_it_are_not() -> None:
+    args = {
+        "session_id": 42,
+        "token_count": 1200,
+        "auth_provider": "google",
+        "refresh_token": "1//0g-not-a-token",
+        "stripe_api_key": "not-a-key",
+        "accessToken": "not-an-access-token",
+    }
+    assert redact_value(args) == {
+        "session_id": 42,
+        "token_count": 1200,
+        "auth_provider": "google",
+        "refresh_token": REDACTED,
+        "stripe_api_key": REDACTED,
+        "accessToken": REDACTED,
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "declared", "expected"),
+    [
+        ("ssn", ["ssn"], True),
+        ("SSN", ["ssn"], True),
+        ("customer_ssn", ["ssn"], True),
+        ("customerSsn", ["ssn"], True),
+        ("ssn_verified", ["ssn"], False),
+        ("lessn", ["ssn"], False),
+        ("card_number", ["card_number"], True),
+        ("backupCardNumber", ["card-number"], True),
+        ("number", ["card_number"], False),
+        ("ssn", [], False),
+    ],
+)
+def test_declared_names_match_by_whole_words(key: str, declared: list[str], expected: bool) -> None:
+    assert is_sensitive_key(key, declared) is expected
+
+
+def test_declared_names_are_redacted_in_values_and_in_free_text() -> None:
+    args = {"customer": {"ssn": "078-05-1120", "name": "Ada"}, "note": "ssn=078-05-1120 ok"}
+    assert redact_value(args, ["ssn"]) == {
+        "customer": {"ssn": REDACTED, "name": "Ada"},
+        "note": "ssn=[REDACTED] ok",
+    }
+    assert redact_value(args) == args  # not declared: ordinary data
+    assert redact_text("bad ssn: '078-05-1120'", {"ssn"}) == "bad ssn: '[REDACTED]'"
+    assert redact_text("bad ssn: '078-05-1120'") == "bad ssn: '078-05-1120'"
+
+
+def test_a_jobs_meta_says_how_its_args_and_meta_are_shown() -> None:
+    meta = {
+        SENSITIVE_KEYS_META: ["ssn"],
+        REDACTED_ARGS_META: {"ssn": REDACTED},
+        "password": "pw",
+        "ssn": "1",
+    }
+    assert declared_sensitive_keys(meta) == ("ssn",)
+    assert redact_args({"ssn": "078-05-1120", "n": 1}, meta) == {"ssn": REDACTED, "n": 1}
+    # The search copy repeats the args: not shown twice.
+    assert redact_meta(meta) == {
+        SENSITIVE_KEYS_META: ["ssn"],
+        "password": REDACTED,
+        "ssn": REDACTED,
+    }
+    # Malformed declarations are ignored, never an error on the way out.
+    for odd in ({SENSITIVE_KEYS_META: "ssn"}, {SENSITIVE_KEYS_META: [1, None, ""]}, {}):
+        assert declared_sensitive_keys(odd) == ()
+    assert redact_args({"ssn": "1"}, None) == {"ssn": "1"}
+
+
+def test_a_bearer_credential_under_an_ordinary_key_is_still_redacted_by_its_shape() -> None:
+    assert redact_value({"auth_header": "Bearer dXNlcjpwYXNzd29yZA=="}) == {
+        "auth_header": "Bearer [REDACTED]"
+    }
 
 
 # --- idempotence, robustness, speed --------------------------------------------------------

@@ -28,8 +28,9 @@ def test_perform_job_normalises_the_outcome() -> None:
     assert perform_job(ok, {"x": 1}) == Done()
     assert isinstance(perform_job(snooze, {"seconds": 5}), Snooze)
     assert perform_job(cancel, {"post_id": 9}) == Cancel("post 9 deleted")
-    with pytest.raises(TypeError):
-        perform_job(ok, {"when": object()})  # args must survive the JSON round trip
+    # Args are checked as enqueue checks them: what JSON cannot hold is refused, named.
+    with pytest.raises(InvalidArgumentError, match=r"args\['when'\] is of type object"):
+        perform_job(ok, {"when": object()})
 
 
 def test_assert_and_refute_enqueued(kickside_db: Database) -> None:
@@ -41,6 +42,21 @@ def test_assert_and_refute_enqueued(kickside_db: Database) -> None:
         assert_enqueued(kickside_db, worker="nope")
     with pytest.raises(AssertionError):
         refute_enqueued(kickside_db, worker="ok")
+
+
+def test_assert_enqueued_compares_args_as_given_and_shows_them_redacted(
+    kickside_db: Database,
+) -> None:
+    args = {"user_id": 1, "password": "hunter2", "token_count": 1200}
+    enqueue(kickside_db, JobBuilder("ok", args))
+    # Stored as given, so a test can match the very args it enqueued, secret included.
+    assert_enqueued(kickside_db, worker="ok", args=args)
+    refute_enqueued(kickside_db, worker="ok", args={"password": "[REDACTED]"})
+    with pytest.raises(AssertionError) as failure:
+        assert_enqueued(kickside_db, worker="ok", args={"user_id": 2})
+    message = str(failure.value)
+    assert "hunter2" not in message  # a test log is shown too
+    assert "'password': '[REDACTED]'" in message and "'token_count': 1200" in message
 
 
 def test_a_malformed_provider_retry_hint_is_ignored() -> None:

@@ -24,7 +24,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from kickside_engine import Database, JobBuilder, enqueue
+from kickside_engine import Database, JobBuilder, enqueue, get_job
 from kickside_engine.redact import redact_value
 from kickside_tui.cli.main import app
 
@@ -165,6 +165,8 @@ def test_enqueued_args_come_back_redacted_and_whole(
     assert shown.exit_code == 0, shown.stderr
     document = json.loads(shown.stdout)["job"]
     assert document["args"] == redact_value(args)
+    stored = get_job(db, job_id)
+    assert stored is not None and stored.args == args  # stored as given
     assert document["tags"] == [tag]
     assert_consistent(db)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -97,3 +98,13 @@ def leaky(args: dict[str, Any], job: Job) -> None:
 @registry.worker("chatty")
 def chatty(args: dict[str, Any], job: Job) -> None:
     raise RuntimeError("x" * 10_000)
+
+
+@registry.worker("verify_identity", max_attempts=1, sensitive_keys={"ssn"})
+def verify_identity(args: dict[str, Any], job: Job) -> None:
+    """Writes the args it was given to ``args["record_to"]`` (so a test in another process
+    sees exactly what a real pool delivered), then fails quoting them, as careless code does."""
+    if "record_to" in args:
+        with open(args["record_to"], "w") as fh:
+            json.dump({"args": args, "meta": job.meta}, fh)
+    raise RuntimeError(f"identity check failed for {args!r}")
