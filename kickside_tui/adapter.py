@@ -70,6 +70,8 @@ RATE_BUCKET = timedelta(seconds=5)
 MAX_LEASES = 100
 #: Seconds between purge calls while a purge waits for a lease or history to settle.
 PURGE_POLL_SECONDS = 1.0
+#: Operator actions shown in a job's log (the newest).
+JOB_AUDIT_LIMIT = 20
 #: The Jobs view counts matches up to this many (a count of millions costs a scan).
 COUNT_LIMIT = 100_000
 
@@ -137,10 +139,13 @@ class JobsData:
 
 @dataclass(frozen=True)
 class JobDetailData:
-    """A job with its run history and the reasons it is not running."""
+    """A job with its run history, the reasons it is not running, and the operator actions on
+    it (newest :data:`JOB_AUDIT_LIMIT` audit rows; bulk actions are audited under their filter).
+    """
 
     detail: JobDetail
     explanation: Explanation | None
+    audit: list[AuditEntry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -311,9 +316,11 @@ class Adapter:
                 on_progress(len(found), page.scanned_to)
 
     def job(self, job_id: uuid.UUID, now: datetime) -> JobDetailData:
-        """A job's detail, retry history and the engine's explanation of why it is not running."""
+        """A job's detail, retry history, the engine's explanation of why it is not running,
+        and the operator actions on it (its log: :mod:`kickside_tui.widgets.job_log`)."""
         detail = job_detail(self.db, job_id)
-        return JobDetailData(detail, explain(self.db, job_id, now=now))
+        audit = list_audit(self.db, target=str(job_id), limit=JOB_AUDIT_LIMIT).entries
+        return JobDetailData(detail, explain(self.db, job_id, now=now), audit)
 
     def slots(self, now: datetime) -> list[SlotInfo]:
         """Slot jobs by identity, with their state, pending wakes and last run."""

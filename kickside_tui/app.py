@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -33,18 +34,22 @@ from kickside_engine.plugins.cron import Recurring
 from kickside_engine.schedules import load_schedule as load_app_schedule
 from kickside_tui.adapter import Adapter
 from kickside_tui.cli.context import READ_ONLY_ENV
+from kickside_tui.commands import DashboardCommands
 from kickside_tui.quiet_logs import kickside_logs_off_the_screen
 from kickside_tui.reconnect import Reconnect
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.screens.capacity import CapacityScreen
 from kickside_tui.screens.help import HelpScreen
+from kickside_tui.screens.job import JobScreen
 from kickside_tui.screens.jobs import JobsScreen
+from kickside_tui.screens.jump import Jump, JumpScreen
 from kickside_tui.screens.leases import LeasesScreen
 from kickside_tui.screens.metrics import MetricsScreen
 from kickside_tui.screens.ops import OpsScreen
 from kickside_tui.screens.overview import OverviewScreen
 from kickside_tui.screens.slots import SlotsScreen
 from kickside_tui.widgets.chrome import VIEWS
+from kickside_tui.widgets.view_table import JobChosen
 
 SCREENS: dict[str, type[ViewScreen]] = {
     "overview": OverviewScreen,
@@ -73,9 +78,11 @@ class KicksideApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "Kickside"
+    COMMANDS = App.COMMANDS | {DashboardCommands}
     BINDINGS = [
         *(Binding(key, f"view('{name}')", label, show=False) for name, key, label in VIEWS),
         Binding("question_mark", "help", "Help"),
+        Binding("colon", "jump", "Go to a view by name", show=False),
         Binding("g", "refresh_now", "Refresh", show=False),
         Binding("plus", "interval(0.5)", "Faster", show=False),
         Binding("minus", "interval(2.0)", "Slower", show=False),
@@ -214,6 +221,31 @@ class KicksideApp(App[None]):
 
     def action_view(self, name: str) -> None:
         self.switch_mode(name)
+
+    def action_jump(self) -> None:
+        """The ``:`` prompt: a view by name, or a job by id."""
+
+        def jumped(jump: Jump | None) -> None:
+            if jump is None:
+                return
+            if jump.job_id is not None:
+                self.open_job(jump.job_id)
+            elif jump.view == "help":
+                self.action_help()
+            elif jump.view is not None:
+                self.switch_mode(jump.view)
+
+        if not isinstance(self.screen, JumpScreen):
+            self.push_screen(JumpScreen(), jumped)
+
+    def on_job_chosen(self, message: JobChosen) -> None:
+        """Enter on a row that is a job, on any view: open that job."""
+        self.open_job(message.job_id)
+
+    def open_job(self, job_id: uuid.UUID) -> None:
+        """Show one job's detail and live log over the current view (escape returns)."""
+        view = self.view_screen()
+        self.push_screen(JobScreen(self.adapter, job_id, view=view.VIEW if view else ""))
 
     def action_refresh_now(self) -> None:
         self.refresh_views()

@@ -36,9 +36,11 @@ SHOTS: tuple[tuple[str, tuple[str, ...], tuple[int, int]], ...] = (
     ("7-queues-nodes-cron", ("7",), (120, 40)),
     ("8-confirm-cancel", ("2", "c"), (120, 40)),
     ("9-help", ("question_mark",), (120, 40)),
+    ("10-job-and-its-log", ("4", "enter"), (120, 40)),
     ("overview-80x24", ("1",), (80, 24)),
     ("jobs-80x24", ("2",), (80, 24)),
     ("metrics-80x24", ("6",), (80, 24)),
+    ("leases-80x24", ("4",), (80, 24)),
 )
 
 

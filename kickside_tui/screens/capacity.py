@@ -8,12 +8,30 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from kickside_engine.capacity import CapacityGroupInfo
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import count, short_id
-from kickside_tui.widgets.tables import Row, refill
+from kickside_tui.widgets.tables import Row
+from kickside_tui.widgets.view_table import Col, Ordered, ViewTable, job_key
+
+GROUPS = (
+    Col("group", "group"),
+    Col("global", "global"),
+    Col("per key limit", "per key limit", "per key"),
+    Col("waiting", "waiting"),
+    Col("settings", "settings", drop=2, flex=True),
+    Col("problem", "problem", drop=1, flex=True),
+)
+KEYS = (Col("group", "group"), Col("concurrency key", "concurrency key", "key"),
+        Col("executing", "executing", "exec"))
+WAITING = (
+    Col("job", "job"),
+    Col("group", "group", drop=1),
+    Col("concurrency key", "concurrency key", "key"),
+    Col("reason", "reason", flex=True),
+)
 
 
 def _usage(used: int, limit: int | None) -> Text:
@@ -30,21 +48,12 @@ class CapacityScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="capacity"):
-            groups: DataTable[Any] = DataTable(id="groups", cursor_type="row", zebra_stripes=True)
-            for column in ("group", "global", "per key limit", "waiting", "settings", "problem"):
-                groups.add_column(column, key=column)
-            yield groups
+            yield ViewTable(GROUPS, id="groups", copy_what="group")
             yield Static("Per concurrency key", classes="section")
-            keys: DataTable[Any] = DataTable(id="keys", cursor_type="row", zebra_stripes=True)
-            for column in ("group", "concurrency key", "executing"):
-                keys.add_column(column, key=column)
-            yield keys
+            yield ViewTable(KEYS, id="keys", copy_what="concurrency key",
+                            copy_value=lambda key: key.partition("\x00")[2] or None)
             yield Static("Refused admission (due, not admitted now)", classes="section")
-            waiting: DataTable[Any] = DataTable(id="waiting", cursor_type="row",
-                                                zebra_stripes=True)
-            for column in ("job", "group", "concurrency key", "reason"):
-                waiting.add_column(column, key=column)
-            yield waiting
+            yield ViewTable(WAITING, id="waiting", copy_what="job id", job_of=job_key)
 
     def fetch(self, now: datetime) -> list[CapacityGroupInfo]:
         return self.adapter.capacity(now)
@@ -79,9 +88,10 @@ class CapacityScreen(ViewScreen):
                 refused = not w.reason.startswith("eligible")
                 waiting_rows.append((
                     str(w.job_id),
-                    [Text(short_id(w.job_id), style="dim"), g.group, w.concurrency_key or "-",
+                    [Ordered(Text(short_id(w.job_id), style="dim"), str(w.job_id)), g.group,
+                     w.concurrency_key or "-",
                      Text(w.reason, style="dark_orange" if refused else "green")],
                 ))
-        refill(self.query_one("#groups", DataTable), group_rows)
-        refill(self.query_one("#keys", DataTable), key_rows)
-        refill(self.query_one("#waiting", DataTable), waiting_rows)
+        self.query_one("#groups", ViewTable).fill(group_rows)
+        self.query_one("#keys", ViewTable).fill(key_rows)
+        self.query_one("#waiting", ViewTable).fill(waiting_rows)

@@ -15,19 +15,27 @@ from kickside_tui.widgets.chrome import VIEWS
 from kickside_tui.widgets.format import state_text
 
 ACTIONS = (
-    ("Jobs", "r retry · c cancel · d discard · w wake · k park · e resume a disabled slot · "
+    ("Jobs", "r retry · c cancel · d discard · w wake · a park · e resume a disabled slot · "
      "b bulk retry/cancel/discard over the filter (a preview first; completed jobs only when "
      "ticked; no filter needs \"all\"; large sets need the count typed) · capital letters do "
      "nothing (Caps Lock) · n/p next/previous page · / search "
-     "(read window by window; esc stops, n continues) · f filter · z zoom the detail · "
-     "enter in a filter applies it"),
-    ("Slots", "w wake (ensure due) · k park · e resume a disabled slot · x purge (clears its "
+     "(read window by window; esc stops, n continues) · f filter · z or enter zoom the detail (esc "
+     "back; the action keys act on the job shown) · enter in a filter applies it"),
+    ("Slots", "w wake (ensure due) · a park · e resume a disabled slot · x purge (clears its "
      "wakes at once; shows the continuation: runs deleted, waiting for lease release; a purge "
      "stopped early shows as pending)"),
     ("Leases", "c cancel · d discard an executing job (its node stops the run)"),
-    ("Metrics", "h run the doctor again"),
+    ("Metrics", "h run the doctor now (it runs on its own every 30s while the view is shown)"),
     ("Queues", "p pause · r resume the queue under the cursor"),
-    ("Anywhere", "1-7 views · ctrl+p command palette · g refresh now · + / - refresh faster "
+    ("A job", "enter on any row that is a job (Leases, Slots, Capacity, cron, audit) opens it: "
+     "its detail and live log, with r c d w a e; esc goes back"),
+    ("Tables", "j/k or arrows move · s sorts by the first column, again in reverse, then by "
+     "the next column, and after the last back to the view's order (a click on a header "
+     "sorts by it, again in reverse, a third time the view's order; the Jobs view sorts the "
+     "page shown) · / filter the rows (esc clears) · y copy the row's id · narrow terminals "
+     "hide the least needed columns first"),
+    ("Anywhere", "1-7 views · : go to a view by name (:leases, :doctor, :job ID) · ctrl+p "
+     "command palette (every action of the view) · g refresh now · + / - refresh faster "
      "/ slower · ? this help · q quit · \u2248 marks an estimated count (large history)"),
 )
 
@@ -83,7 +91,18 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [
+        Binding("escape,q,question_mark", "dismiss", "Close"),
+        Binding("j", "scroll('down')", "Scroll down", show=False),
+        Binding("k", "scroll('up')", "Scroll up", show=False),
+    ]
+
+    def action_scroll(self, direction: str) -> None:
+        scroll = self.query_one(VerticalScroll)
+        if direction == "down":
+            scroll.scroll_down()
+        else:
+            scroll.scroll_up()
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():

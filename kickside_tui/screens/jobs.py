@@ -16,17 +16,32 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from kickside_engine import InvalidArgumentError, Job, JobKind, JobState
+from kickside_engine import InvalidArgumentError, Job
 from kickside_engine.control import JobFilter
 from kickside_engine.redact import declared_sensitive_keys
 from kickside_tui.adapter import JobDetailData, JobsData
 from kickside_tui.screens.base import ActionFinished, describe_failure
 from kickside_tui.screens.bulk import BulkActions
+from kickside_tui.screens.job_actions import JobActions
 from kickside_tui.screens.job_filter import FILTER_FIELDS, describe_filter, parse_filter
 from kickside_tui.widgets.format import first_line, relative, short_id, state_text
 from kickside_tui.widgets.job_detail import JobDetailPane
 from kickside_tui.widgets.job_status import JobsStatus, render_status
-from kickside_tui.widgets.tables import Row, refill, selected_key
+from kickside_tui.widgets.tables import Row, selected_key
+from kickside_tui.widgets.view_table import Col, Ordered, ViewTable
+
+#: The table's columns, the ones an operator needs most kept on a narrow terminal.
+COLUMNS = (
+    Col("id", "id"),
+    Col("state", "state"),
+    Col("queue", "queue", drop=1),
+    Col("worker", "worker"),
+    Col("att", "att", drop=2),
+    Col("scheduled", "scheduled", "sched", drop=1),
+    Col("tags", "tags", drop=3),
+    # Beside the detail pane (which shows the selected job's errors in full) it goes first.
+    Col("error", "error", drop=2, flex=True),
+)
 
 PAGE_SIZE = 50
 #: Counting every match costs a scan on big tables: recount on filter changes and now and then.
@@ -52,7 +67,7 @@ class SearchProgressed(Message):
     scanned_to: datetime | None
 
 
-class JobsScreen(BulkActions):
+class JobsScreen(JobActions, BulkActions):
     """Jobs by filter, newest first; the selected job's detail beside (or below) them."""
 
     VIEW = "jobs"
@@ -62,7 +77,7 @@ class JobsScreen(BulkActions):
         Binding("c", "cancel", "Cancel"),
         Binding("d", "discard", "Discard"),
         Binding("w", "wake", "Wake"),
-        Binding("k", "park", "Park"),
+        Binding("a", "park", "Park"),
         Binding("e", "enable", "Resume"),
         Binding("b", "bulk", "Bulk…"),
         Binding("n", "page(1)", "Next page"),
@@ -72,7 +87,7 @@ class JobsScreen(BulkActions):
         Binding("z", "zoom", "Zoom detail"),
         Binding("escape", "focus_table", "Table / stop search", show=False),
         # With Caps Lock on, a key arrives as its capital: say so rather than do anything.
-        *(Binding(key, f"capital('{key}')", show=False) for key in "RCDWKEBNPFZ"),
+        *(Binding(key, f"capital('{key}')", show=False) for key in "RCDWAEBNPFZJKSY"),
     ]
 
     def __init__(self, adapter: Any) -> None:
@@ -99,14 +114,13 @@ class JobsScreen(BulkActions):
                 yield Input(placeholder=field, id=f"f-{field}", compact=True)
         yield Static(id="status", classes="status")
         with Horizontal(id="jobs-body"):
-            table: DataTable[Any] = DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
-            for column in ("id", "state", "queue", "worker", "att", "scheduled", "tags", "error"):
-                table.add_column(column, key=column)
-            yield table
+            # "/" on the table goes on to the view: it searches the database, not the page.
+            yield ViewTable(COLUMNS, id="jobs", copy_what="job id", filterable=False)
             yield JobDetailPane(id="detail")
 
     def on_mount(self) -> None:
         self.query_one("#jobs", DataTable).focus()
+        self.watch(self, "maximized", self._zoom_changed, init=False)
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one("#jobs-body").set_class(event.size.width < 120, "-narrow")
@@ -165,12 +179,13 @@ class JobsScreen(BulkActions):
             rows.append((
                 str(job.id),
                 [
-                    Text(short_id(job.id), style="dim"),
+                    Ordered(Text(short_id(job.id), style="dim"), str(job.id)),
                     state_text(job.state),
                     job.queue,
                     job.worker,
-                    Text(f"{job.attempt}/{job.max_attempts}", justify="right"),
-                    relative(job.scheduled_at, now),
+                    Ordered(f"{job.attempt}/{job.max_attempts}", job.attempt,
+                            justify="right"),
+                    Ordered(relative(job.scheduled_at, now), job.scheduled_at),
                     first_line(",".join(job.tags), 24),
                     Text(
                         first_line(last_error, 60, declared_sensitive_keys(job.meta)),
@@ -178,8 +193,8 @@ class JobsScreen(BulkActions):
                     ),
                 ],
             ))
-        table = self.query_one("#jobs", DataTable)
-        refill(table, rows)
+        table = self.query_one("#jobs", ViewTable)
+        table.fill(rows)
         self._show_status()
         key = selected_key(table)
         self._select(uuid.UUID(key) if key else None, force=True)
@@ -272,6 +287,8 @@ class JobsScreen(BulkActions):
         self.reload()
 
     def action_focus_filter(self, field: str) -> None:
+        if self.maximized is not None:
+            self.minimize()  # the filters are hidden in zoom: never type into an unseen box
         self.query_one(f"#f-{field}", Input).focus()
 
     def action_focus_table(self) -> None:
@@ -285,7 +302,20 @@ class JobsScreen(BulkActions):
         if self.maximized is not None:
             self.minimize()
         else:
-            self.maximize(self.query_one(JobDetailPane), container=False)
+            pane = self.query_one(JobDetailPane)
+            self.maximize(pane, container=False)
+            pane.focus()  # keys act on the job shown; none is typed into a filter
+
+    def _zoom_changed(self, maximized: object) -> None:
+        """Back from zoom (``z`` or escape): the list has the focus again."""
+        if maximized is None:
+            self.query_one("#jobs", DataTable).focus()
+
+    @on(DataTable.RowSelected, "#jobs")
+    def _open(self, event: DataTable.RowSelected) -> None:
+        """Enter on a job: its detail, zoomed (escape comes back)."""
+        if self.maximized is None:
+            self.action_zoom()
 
     # --- actions ----------------------------------------------------------------------------
 
@@ -295,52 +325,6 @@ class JobsScreen(BulkActions):
         if job is None:
             self.notify("select a job first", severity="warning")
         return job
-
-    def action_retry(self) -> None:
-        if (job := self._selected()) is not None:
-            self.act("retry", lambda now: _moved(self.adapter.retry(job.id, now), "retried"))
-
-    def action_cancel(self) -> None:
-        if (job := self._selected()) is not None:
-            self.act(
-                "cancel",
-                lambda now: _moved(self.adapter.cancel(job.id, now), "cancelled"),
-                confirm=f"Cancel job {job.id}?\n{job.worker} on {job.queue}, "
-                f"now {job.state.value}.",
-            )
-
-    def action_discard(self) -> None:
-        if (job := self._selected()) is not None:
-            self.act(
-                "discard",
-                lambda now: _moved(self.adapter.discard(job.id, now), "discarded"),
-                confirm=f"Discard job {job.id}?\n{job.worker} on {job.queue}, "
-                f"now {job.state.value}.",
-            )
-
-    def action_wake(self) -> None:
-        if (job := self._selected()) is not None:
-            self.act("wake", lambda now: self.adapter.wake(job.id, now))
-
-    def action_park(self) -> None:
-        if (job := self._selected()) is not None:
-            self.act(
-                "park",
-                lambda now: _moved(self.adapter.park(job.id, now), "parked"),
-                confirm=f"Park slot job {job.id}?\nIts pending demand and wakes are cleared.",
-            )
-
-    def action_enable(self) -> None:
-        """Resume a disabled slot (as on the Slots view): due now with a wake pending, else
-        parked. Any other job has nothing to resume, so the engine is not asked."""
-        if (job := self._selected()) is None:
-            return
-        if job.state is not JobState.DISABLED:
-            what = "slot" if job.kind is JobKind.SLOT else "one-shot job"
-            self.notify(f"job {short_id(job.id)} is a {job.state.value} {what}: only a "
-                        "disabled slot can be resumed", severity="warning")
-            return
-        self.act("resume", lambda now: _moved(self.adapter.enable(job.id, now), "resumed"))
 
     def on_action_finished(self, message: ActionFinished) -> None:
         # Textual then runs ViewScreen's handler too (it notifies and reloads).
@@ -355,12 +339,6 @@ class JobsScreen(BulkActions):
                 f"{label} the jobs matching the current filter (previews, then asks)",
                 lambda a=action: self.action_bulk(a),
             )
-        yield SystemCommand("Next page", "Older jobs", lambda: self.action_page(1))
-        yield SystemCommand("Previous page", "Newer jobs", lambda: self.action_page(-1))
-
-
-def _moved(job: Job, verb: str) -> str:
-    return f"job {short_id(job.id)} {verb}: now {job.state.value}"
 
 
 __all__ = ["JobsScreen", "describe_filter", "parse_filter"]

@@ -14,35 +14,53 @@ from kickside_engine.control import NODE_STALE_AFTER
 from kickside_tui.adapter import LeaseInfo
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import count, short_id, span
-from kickside_tui.widgets.tables import Row, refill, selected_key
+from kickside_tui.widgets.tables import Row, selected_key
+from kickside_tui.widgets.view_table import Col, Ordered, ViewTable, job_key
 
 
 def _expiry(left: timedelta | None) -> Text:
     if left is None:
-        return Text("-", style="dim")
+        return Ordered(Text("-", style="dim"), None)
     if left <= timedelta(0):
-        return Text(f"expired {span(left)} ago", style="bold red")
-    return Text(f"in {span(left)}", style="yellow" if left < timedelta(seconds=10) else "")
+        return Ordered(f"expired {span(left)} ago", left, style="bold red")
+    return Ordered(f"in {span(left)}", left,
+                   style="yellow" if left < timedelta(seconds=10) else "")
 
 
 def _heartbeat(age: timedelta | None) -> Text:
     if age is None:
-        return Text("no node row", style="bold red")
+        return Ordered(Text("no node row", style="bold red"), None)
     style = "bold red" if age > NODE_STALE_AFTER else ""
-    return Text(f"{span(age)} ago", style=style)
+    return Ordered(f"{span(age)} ago", age, style=style)
 
 
 def _elapsed(lease: LeaseInfo) -> Text:
     elapsed = lease.elapsed
     if elapsed is None:
-        return Text("-", style="dim")
+        return Ordered(Text("-", style="dim"), None)
     limit = lease.max_execution
     text = Text(span(elapsed))
     if limit is not None:
         text.append(f" / {span(limit)}", style="dim")
         if elapsed > limit:
             text.stylize("bold red")
-    return text
+    return Ordered(text, elapsed)
+
+
+#: The columns, the ones an operator needs most kept on a narrow terminal: which job, where,
+#: when its lease runs out, and how long it has run against its limit.
+COLUMNS = (
+    Col("id", "id"),
+    Col("worker", "worker"),
+    Col("queue", "queue", drop=2),
+    Col("node", "node", drop=1, flex=True),
+    Col("lease expires", "lease expires", "expires"),
+    Col("heartbeat", "heartbeat", "beat", drop=2),
+    Col("rescued", "rescued", "resc", drop=3),
+    Col("elapsed / max", "elapsed / max", "elapsed/max"),
+    Col("code", "code", drop=3),
+    Col("attempt", "attempt", "att", drop=2),
+)
 
 
 class LeasesScreen(ViewScreen):
@@ -61,11 +79,7 @@ class LeasesScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="status", classes="status")
-        table: DataTable[Any] = DataTable(id="leases", cursor_type="row", zebra_stripes=True)
-        for column in ("id", "worker", "queue", "node", "lease expires", "heartbeat",
-                       "rescued", "elapsed / max", "code", "attempt"):
-            table.add_column(column, key=column)
-        yield table
+        yield ViewTable(COLUMNS, id="leases", copy_what="job id", job_of=job_key)
 
     def on_mount(self) -> None:
         self.query_one("#leases", DataTable).focus()
@@ -82,7 +96,7 @@ class LeasesScreen(ViewScreen):
             rows.append((
                 str(job.id),
                 [
-                    Text(short_id(job.id), style="dim"),
+                    Ordered(Text(short_id(job.id), style="dim"), str(job.id)),
                     job.worker,
                     job.queue,
                     lease.node or "-",
@@ -92,17 +106,18 @@ class LeasesScreen(ViewScreen):
                          style="dark_orange" if job.rescue_count else "dim"),
                     _elapsed(lease),
                     lease.code_version or "-",
-                    Text(f"{job.attempt}/{job.max_attempts}", justify="right"),
+                    Ordered(f"{job.attempt}/{job.max_attempts}", job.attempt, justify="right"),
                 ],
             ))
-        refill(self.query_one("#leases", DataTable), rows)
+        self.query_one("#leases", ViewTable).fill(rows)
         expired = sum(
             1 for x in leases if x.expires_in is not None and x.expires_in <= timedelta(0)
         )
         status = Text(f"{count(len(leases))} executing")
         if expired:
             status.append(f" · {expired} lease(s) expired, awaiting rescue", style="bold red")
-        status.append(" · c cancel · d discard (the node stops the run)", style="dim")
+        status.append(" · enter opens the job · c cancel · d discard (the node stops the run)",
+                      style="dim")
         self.query_one("#status", Static).update(status)
 
     def _selected(self) -> LeaseInfo | None:

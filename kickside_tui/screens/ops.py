@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +17,40 @@ from kickside_engine.control import QueueInfo
 from kickside_tui.adapter import OpsData
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import clock, count, relative, short_id, span
-from kickside_tui.widgets.tables import Row, refill, selected_key
+from kickside_tui.widgets.tables import Row, selected_key
+from kickside_tui.widgets.view_table import Col, Ordered, ViewTable
+
+QUEUES = (
+    Col("queue", "queue"),
+    Col("state", "state"),
+    Col("since", "since", drop=2),
+    Col("by", "by", drop=3),
+    Col("concurrency", "concurrency", "conc", drop=1),
+    Col("nodes", "nodes", drop=3, flex=True),
+    Col("available", "available", "avail"),
+    Col("executing", "executing", "exec"),
+)
+NODES = (
+    Col("node", "node"),
+    Col("host", "host", drop=3),
+    Col("pid", "pid", drop=3),
+    Col("code", "code", drop=2),
+    Col("busy", "busy"),
+    Col("idle", "idle", drop=1),
+    Col("heartbeat", "heartbeat", "beat"),
+    Col("queues", "queues", drop=2, flex=True),
+    Col("up", "up", drop=3),
+)
+CRON = (
+    Col("entry", "entry"),
+    Col("expression", "expression", "expr", drop=2),
+    Col("job", "job", drop=2),
+    Col("nodes", "nodes", drop=1, flex=True),
+    Col("last run", "last run", "last"),
+    Col("next run", "next run", "next"),
+    Col("last job", "last job", "job id", drop=3),
+    Col("problem", "problem", drop=1, flex=True),
+)
 
 
 class OpsScreen(ViewScreen):
@@ -32,27 +66,21 @@ class OpsScreen(ViewScreen):
     def __init__(self, adapter: Any) -> None:
         super().__init__(adapter)
         self.queues: dict[str, QueueInfo] = {}
+        #: Each cron entry's last job, for enter (open it) and y (copy its id).
+        self.cron_jobs: dict[str, uuid.UUID] = {}
+
+    def _cron_job(self, entry: str) -> uuid.UUID | None:
+        return self.cron_jobs.get(entry)
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="ops"):
             yield Static("Queues", classes="section")
-            queues: DataTable[Any] = DataTable(id="queues", cursor_type="row", zebra_stripes=True)
-            for column in ("queue", "state", "since", "by", "concurrency", "nodes",
-                           "available", "executing"):
-                queues.add_column(column, key=column)
-            yield queues
+            yield ViewTable(QUEUES, id="queues", copy_what="queue")
             yield Static("Nodes", classes="section")
-            nodes: DataTable[Any] = DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
-            for column in ("node", "host", "pid", "code", "busy", "idle", "heartbeat",
-                           "queues", "up"):
-                nodes.add_column(column, key=column)
-            yield nodes
+            yield ViewTable(NODES, id="nodes", copy_what="node")
             yield Static("Cron", classes="section")
-            cron: DataTable[Any] = DataTable(id="cron", cursor_type="row", zebra_stripes=True)
-            for column in ("entry", "expression", "job", "nodes", "last run", "next run",
-                           "last job", "problem"):
-                cron.add_column(column, key=column)
-            yield cron
+            yield ViewTable(CRON, id="cron", copy_what="last job id", job_of=self._cron_job,
+                            copy_value=lambda key: str(self._cron_job(key) or "") or None)
             yield Static(id="cron-note", classes="status")
 
     def on_mount(self) -> None:
@@ -75,7 +103,7 @@ class OpsScreen(ViewScreen):
                 [
                     Text(q.name, style="bold"),
                     state,
-                    relative(q.paused_at, now) if q.paused_at else "-",
+                    Ordered(relative(q.paused_at, now) if q.paused_at else "-", q.paused_at),
                     q.paused_by or "-",
                     Text(str(q.concurrency), justify="right"),
                     ", ".join(n.node for n in q.nodes) or "-",
@@ -83,12 +111,13 @@ class OpsScreen(ViewScreen):
                     Text(count(q.counts[JobState.EXECUTING]), justify="right"),
                 ],
             ))
-        refill(self.query_one("#queues", DataTable), queue_rows)
+        self.query_one("#queues", ViewTable).fill(queue_rows)
         node_rows: list[Row] = []
         for n in data.nodes:
-            beat = Text(f"{span(n.heartbeat_age)} ago")
+            beat = Ordered(f"{span(n.heartbeat_age)} ago", n.heartbeat_age)
             if n.stale:
-                beat = Text(f"stale {span(n.heartbeat_age)}", style="bold red")
+                beat = Ordered(f"stale {span(n.heartbeat_age)}", n.heartbeat_age,
+                               style="bold red")
             node_rows.append((
                 n.name,
                 [
@@ -100,10 +129,10 @@ class OpsScreen(ViewScreen):
                     Text(str(max(n.executors_total - n.executors_busy, 0)), justify="right"),
                     beat,
                     ", ".join(f"{k}:{v}" for k, v in sorted(n.queues.items())),
-                    span(now - n.started_at),
+                    Ordered(span(now - n.started_at), now - n.started_at),
                 ],
             ))
-        refill(self.query_one("#nodes", DataTable), node_rows)
+        self.query_one("#nodes", ViewTable).fill(node_rows)
         cron_rows: list[Row] = []
         for entry in data.cron:
             cron_rows.append((
@@ -114,15 +143,16 @@ class OpsScreen(ViewScreen):
                     + ("" if entry.timezone == "UTC" else f" ({entry.timezone})"),
                     f"{entry.worker} ({entry.queue})" if entry.worker else "-",
                     ", ".join(entry.nodes) or Text("none", style="yellow"),
-                    f"{clock(entry.last_run)} ({relative(entry.last_run, now)})"
-                    if entry.last_run else "never",
-                    f"{clock(entry.next_run)} ({relative(entry.next_run, now)})"
-                    if entry.next_run else "-",
+                    Ordered(f"{clock(entry.last_run)} ({relative(entry.last_run, now)})"
+                            if entry.last_run else "never", entry.last_run),
+                    Ordered(f"{clock(entry.next_run)} ({relative(entry.next_run, now)})"
+                            if entry.next_run else "-", entry.next_run),
                     short_id(entry.last_job_id) if entry.last_job_id else "-",
                     Text(entry.error or "", style="bold red"),
                 ],
             ))
-        refill(self.query_one("#cron", DataTable), cron_rows)
+        self.cron_jobs = {e.key: e.last_job_id for e in data.cron if e.last_job_id}
+        self.query_one("#cron", ViewTable).fill(cron_rows)
         if data.demo_schedule:
             note = ("the demo's cron schedule (kickside demo filled this database); "
                     "--schedule module:ATTRIBUTE shows another")

@@ -8,14 +8,14 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from kickside_engine import JobState
 from kickside_tui.adapter import RATE_BUCKET, RATE_WINDOW, OverviewData
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import STATE_STYLES, clock, count, estimate
 from kickside_tui.widgets.sparks import Series, SeriesPlot
-from kickside_tui.widgets.tables import refill
+from kickside_tui.widgets.view_table import Col, ViewTable
 
 #: The states the queue table shows, in the order a job usually moves through them.
 COLUMNS = (
@@ -28,6 +28,25 @@ COLUMNS = (
     JobState.CANCELLED,
     JobState.PARKED,
     JobState.DISABLED,
+)
+
+#: Labels for narrow terminals; the states an operator watches most stay when columns go.
+SHORT = {
+    JobState.AVAILABLE: ("avail", 0),
+    JobState.SCHEDULED: ("sched", 2),
+    JobState.EXECUTING: ("exec", 0),
+    JobState.RETRYABLE: ("retry", 0),
+    JobState.COMPLETED: ("compl", 0),
+    JobState.DISCARDED: ("disc", 0),
+    JobState.CANCELLED: ("canc", 2),
+    JobState.PARKED: ("park", 3),
+    JobState.DISABLED: ("disab", 3),
+}
+TABLE = (
+    Col("queue", "queue"),
+    Col("paused", "paused", "pause", drop=2),
+    Col("conc", "conc", drop=3),
+    *(Col(state.value, state.value, SHORT[state][0], drop=SHORT[state][1]) for state in COLUMNS),
 )
 
 
@@ -46,13 +65,7 @@ class OverviewScreen(ViewScreen):
             yield Static(id="summary", classes="summary")
             yield Static(RATES_LEGEND, classes="legend")
             yield SeriesPlot(id="rates", title_width=0, figure_width=10)
-            table: DataTable[Any] = DataTable(id="queues", cursor_type="row", zebra_stripes=True)
-            table.add_column("queue", key="queue")
-            table.add_column("paused", key="paused")
-            table.add_column("conc", key="conc")
-            for state in COLUMNS:
-                table.add_column(state.value, key=state.value)
-            yield table
+            yield ViewTable(TABLE, id="queues", copy_what="queue")
             yield Static(id="attention", classes="attention")
 
     def fetch(self, now: datetime) -> OverviewData:
@@ -94,7 +107,7 @@ class OverviewScreen(ViewScreen):
                     *(_cell(q.counts[state], state, q.approximate) for state in COLUMNS),
                 ],
             ))
-        refill(self.query_one("#queues", DataTable), rows)
+        self.query_one("#queues", ViewTable).fill(rows)
         self.query_one("#attention", Static).update(self._attention(data))
 
     @staticmethod

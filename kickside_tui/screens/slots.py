@@ -15,7 +15,23 @@ from kickside_tui.screens.base import ViewScreen
 from kickside_tui.screens.confirm import ConfirmScreen
 from kickside_tui.screens.purge import PurgeScreen
 from kickside_tui.widgets.format import clock, count, outcome_text, relative, state_text
-from kickside_tui.widgets.tables import Row, refill, selected_key
+from kickside_tui.widgets.tables import Row, selected_key
+from kickside_tui.widgets.view_table import Col, Ordered, ViewTable, job_key
+
+#: The columns: the slot's identity and state stay on a narrow terminal.
+COLUMNS = (
+    Col("namespace", "namespace", "ns"),
+    Col("scope", "scope"),
+    Col("key", "key"),
+    Col("state", "state"),
+    Col("demand", "demand", drop=1),
+    Col("control", "control", "wake", drop=1),
+    Col("seq", "seq", drop=3),
+    Col("last run", "last run", "last", drop=2),
+    Col("outcome", "outcome", drop=2),
+    Col("next due", "next due", "due", drop=2),
+    Col("worker", "worker", drop=3),
+)
 
 
 def _flag(on: bool, label: str) -> Text:
@@ -29,7 +45,7 @@ class SlotsScreen(ViewScreen):
     WRITE_ACTIONS = frozenset({"wake", "park", "enable", "purge"})
     BINDINGS = [
         Binding("w", "wake", "Wake"),
-        Binding("k", "park", "Park"),
+        Binding("a", "park", "Park"),
         Binding("e", "enable", "Resume"),
         Binding("x", "purge", "Purge"),
     ]
@@ -40,11 +56,7 @@ class SlotsScreen(ViewScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="status", classes="status")
-        table: DataTable[Any] = DataTable(id="slots", cursor_type="row", zebra_stripes=True)
-        for column in ("namespace", "scope", "key", "state", "demand", "control", "seq",
-                       "last run", "outcome", "next due", "worker"):
-            table.add_column(column, key=column)
-        yield table
+        yield ViewTable(COLUMNS, id="slots", copy_what="job id", job_of=job_key)
 
     def on_mount(self) -> None:
         self.query_one("#slots", DataTable).focus()
@@ -72,21 +84,23 @@ class SlotsScreen(ViewScreen):
                     _flag(s.demand_pending, "demand"),
                     _flag(s.control_pending, "wake"),
                     Text(str(s.demand_seq), justify="right"),
-                    relative(s.last_started_at, now) if s.last_started_at else "never",
+                    Ordered(relative(s.last_started_at, now) if s.last_started_at else "never",
+                            s.last_started_at),
                     outcome_text(s.last_outcome) if s.last_started_at else Text("-", style="dim"),
-                    f"{clock(s.next_due_at)} ({relative(s.next_due_at, now)})"
-                    if s.next_due_at else "-",
+                    Ordered(f"{clock(s.next_due_at)} ({relative(s.next_due_at, now)})"
+                            if s.next_due_at else "-", s.next_due_at),
                     s.worker,
                 ],
             ))
-        refill(self.query_one("#slots", DataTable), rows)
+        self.query_one("#slots", ViewTable).fill(rows)
         due = sum(1 for s in slots if s.due)
         status = Text(f"{count(len(slots))} slot(s) · {due} due · ", style="dim")
         purging = [s for s in slots if s.purge is not None]
         if purging:
             # A purge stopped early stays pending: say so until it is done.
             status.append(f"{len(purging)} purge(s) pending (x finishes) · ", style="bold red")
-        status.append("w wake (ensure due) · k park · e resume a disabled slot · x purge")
+        status.append("enter opens the job · w wake (ensure due) · a park · e resume a disabled "
+                      "slot · x purge")
         self.query_one("#status", Static).update(status)
 
     def _selected(self) -> SlotInfo | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
+from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -26,6 +29,7 @@ from kickside_tui.widgets.format import (
     stamp,
     state_text,
 )
+from kickside_tui.widgets.job_log import log_records, render_log
 
 
 def _heading(title: str) -> Text:
@@ -78,21 +82,27 @@ def _reasons(explanation: Explanation | None) -> Text:
 
 
 def _history(runs: list[Run], sensitive_keys: tuple[str, ...]) -> RenderableType:
+    """One block per attempt, narrow enough for a side pane: outcome and time on the first
+    line, node and code version on the next, then the error; long lines wrap under the block.
+    """
     if not runs:
         return Text("  no attempt yet", style="dim")
-    table = Table(box=None, pad_edge=False, show_edge=False, expand=False, header_style="bold")
-    for column in ("#", "started", "node", "took", "outcome", "code", "error"):
-        table.add_column(column, no_wrap=column != "error")
+    table = Table(box=None, show_header=False, pad_edge=False, show_edge=False, expand=True)
+    table.add_column(no_wrap=True, style="bold")
+    table.add_column(ratio=1, overflow="fold")
     for run in runs:
-        table.add_row(
-            str(run.attempt),
-            clock(run.started_at),
-            run.node,
-            millis(run.duration_ms),
-            outcome_text(run.outcome),
-            run.code_version or "-",
-            first_line(run.error, 120, sensitive_keys),
-        )
+        block = Text()
+        block.append_text(outcome_text(run.outcome))  # its colour, not the whole block's
+        block.append(f"  {clock(run.started_at)}")
+        if run.duration_ms is not None:
+            block.append(f", took {millis(run.duration_ms)}")
+        block.append(f"\non {run.node}", style="dim")
+        if run.code_version:
+            block.append(f" · code {run.code_version}", style="dim")
+        if run.error:
+            block.append("\n")
+            block.append(first_line(run.error, 300, sensitive_keys), style="red")
+        table.add_row(f"  #{run.attempt}", block)
     return table
 
 
@@ -107,6 +117,10 @@ def render_detail(data: JobDetailData, now: datetime) -> RenderableType:
         _reasons(data.explanation),
         _heading("Retry history"),
         _history(data.detail.runs, declared),
+        _heading("Log (live)"),
+        render_log(log_records(job, data.detail.runs, data.audit, sensitive_keys=declared)),
+        Text("from the stored runs and operator actions; a job's own output stays in its "
+             "pool's log", style="dim italic"),
     ]
     if job.errors:
         errors = Text()
@@ -127,6 +141,11 @@ class JobDetailPane(VerticalScroll):
     """A scrollable pane showing one job (or a hint when none is selected)."""
 
     ALLOW_MAXIMIZE = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "scroll_down", "Scroll down", show=False),
+        Binding("k", "scroll_up", "Scroll up", show=False),
+        Binding("y", "copy_id", "Copy the job id", show=False),
+    ]
 
     DEFAULT_CSS = """
     JobDetailPane {
@@ -139,8 +158,20 @@ class JobDetailPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("select a job", id="detail-body")
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        #: The job shown (None while there is none).
+        self.job_id: uuid.UUID | None = None
+
     def on_mount(self) -> None:
         self.border_title = "job"
+
+    def action_copy_id(self) -> None:
+        if self.job_id is None:
+            self.notify("no job to copy", severity="warning")
+            return
+        self.app.copy_to_clipboard(str(self.job_id))
+        self.notify(f"copied job id {self.job_id}", title="clipboard")
 
     def show_job(self, data: JobDetailData | None, now: datetime, *, note: str = "") -> None:
         """Show ``data``, or ``note`` when there is no job to show."""
@@ -148,6 +179,8 @@ class JobDetailPane(VerticalScroll):
         if data is None:
             body.update(Text(note or "select a job", style="dim"))
             self.border_title = "job"
+            self.job_id = None
             return
+        self.job_id = data.detail.job.id
         body.update(render_detail(data, now))
         self.border_title = f"job {data.detail.job.worker} · {data.detail.job.state.value}"

@@ -157,7 +157,7 @@ def test_slot_actions_from_the_slots_view(db: Database) -> None:
             # Park the due slot (asks first).
             assert ids.due_slot is not None
             _select(app, "#slots", str(ids.due_slot))
-            await pilot.press("k", "y")
+            await pilot.press("a", "y")
             await settle(pilot)
             assert _state(db, ids.due_slot) is JobState.PARKED
             assert _audited(db, "park", str(ids.due_slot))
@@ -398,14 +398,14 @@ def test_park_from_the_jobs_view(db: Database) -> None:
             await pilot.press("2")
             await settle(pilot)
             _select(app, "#jobs", str(due))
-            await pilot.press("k")
+            await pilot.press("a")
             await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
             assert f"Park slot job {due}?" in _question(app)
             await pilot.press("y")
             await settle(pilot)
             # A one-shot job is not a slot: refused, and nothing changes.
             _select(app, "#jobs", str(oneshot))
-            await pilot.press("k", "y")
+            await pilot.press("a", "y")
             await settle(pilot)
 
     asyncio.run(scenario())
@@ -517,7 +517,7 @@ def test_resume_a_disabled_slot_from_the_jobs_view(db: Database) -> None:
             await settle(pilot)
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
-            assert "k park · e resume a disabled slot" in plain(help_text())
+            assert "a park · e resume a disabled slot" in plain(help_text())
 
     asyncio.run(scenario())
     assert _state(db, parked) is JobState.PARKED

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 from typer.testing import CliRunner
 
 from kickside_engine import Database, JobBuilder, migrate
@@ -20,6 +20,7 @@ from kickside_engine.schedules import running_schedule
 from kickside_tui.app import KicksideApp, cli
 from kickside_tui.demo import workload
 from kickside_tui.screens.ops import OpsScreen
+from kickside_tui.widgets.view_table import ViewTable
 
 from ..conftest import Target
 from ..support.processes import wait_for
@@ -111,8 +112,9 @@ def _cron_view(app: KicksideApp) -> tuple[list[list[str]], str]:
             await wait_until(pilot, lambda: isinstance(app.screen, OpsScreen), "the ops view")
             await settle(pilot)
             screen = app.screen
-            table: DataTable[Any] = screen.query_one("#cron", DataTable)
-            rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+            table = screen.query_one("#cron", ViewTable)
+            # Every column, also those a narrower terminal would not show.
+            rows = [[str(cell) for cell in table.declared_row(str(k.value))] for k in table.rows]
             return rows, plain(screen.query_one("#cron-note", Static).content).strip()
 
     try:

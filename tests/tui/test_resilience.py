@@ -43,12 +43,12 @@ def test_read_only_refuses_every_action(db: Database) -> None:
             table.move_cursor(row=table.get_row_index(str(first)))  # type: ignore[attr-defined]
             for action in ("cancel", "discard", "retry", "wake", "park", "bulk"):
                 assert jobs.check_action(action, ()) is None, action
-            await pilot.press("c", "d", "r", "w", "k", "C", "R", "D")
+            await pilot.press("c", "d", "r", "w", "a", "C", "R", "D")
             await settle(pilot)
             assert not isinstance(app.screen, ConfirmScreen)
             await pilot.press("3")
             await settle(pilot)
-            await pilot.press("w", "k", "e", "x")
+            await pilot.press("w", "a", "e", "x")
             await settle(pilot)
             assert not isinstance(app.screen, ConfirmScreen)
             await pilot.press("7")
