@@ -323,6 +323,8 @@ def build_tables(schema: str | None = None) -> Tables:
         Column("details", JSONDocument, nullable=False),
     )
     Index(None, audit.c.at)
+    # Migration 0005: one job's entries, newest first (the job detail and its log).
+    Index("ix_kickside_audit_target_id", audit.c.target, audit.c.id)
 
     return Tables(
         metadata=md,
