@@ -21,6 +21,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_fo
 from kickside_engine.models import ClaimedJob, Job, JobState
 from kickside_engine.store.claims import DEFAULT_LEASE, claim_jobs
 from kickside_engine.store.database import Database
+from kickside_engine.store.id_sets import id_in
 from kickside_engine.store.outcomes import Settlement, settle
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.workers import WorkerRegistry
@@ -52,12 +53,15 @@ def _statuses(
     if not parsed:
         return {}
     job = db.tables.job
-    rows = conn.execute(select(job.c.id, job.c.state).where(job.c.id.in_(sorted(parsed))))
+    rows = conn.execute(select(job.c.id, job.c.state).where(id_in(db, job.c.id, parsed)))
     return {r.id: JobState(r.state) for r in rows}
 
 
 def get_job_statuses(db: Database, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, JobState]:
-    """Map each existing id to its state, in one query; absent and malformed ids are omitted."""
+    """Map each existing id to its state, in one query; absent and malformed ids are omitted.
+
+    Any number of ids: they travel as one parameter (see :func:`id_in`).
+    """
     with db.read() as conn:
         return _statuses(conn, db, ids)
 

@@ -178,8 +178,10 @@ def _check_in(raw: Any, dbapi_error: type[Exception], *, restore_transactions: b
 def translate_errors(db: Database | None = None) -> Iterator[None]:
     """Turn driver errors an operator can act on into Kickside errors.
 
-    "Cannot reach the database" becomes :class:`DatabaseUnavailableError`; a write refused
-    because the role (or the SQLite file) is read-only becomes :class:`PermissionDeniedError`.
+    "Cannot reach the database" becomes :class:`DatabaseUnavailableError`: only a connection
+    that could not be made or was lost, since callers (and scripts, on exit code 5) retry it.
+    A write refused because the role (or the SQLite file) is read-only becomes
+    :class:`PermissionDeniedError`. Any other driver error stays what it is: a failure.
     """
     try:
         yield
@@ -231,19 +233,31 @@ def _is_locked(orig: BaseException | None) -> bool:
 
 
 def _is_connection_failure(exc: DBAPIError) -> bool:
-    return exc.connection_invalidated or _is_driver_connection_failure(exc.orig)
+    """Whether ``exc`` means the connection could not be made or was lost (nothing else)."""
+    if exc.connection_invalidated:
+        return True  # SQLAlchemy found the connection closed or broken
+    return _is_driver_connection_failure(exc.orig, statement=exc.statement is not None)
 
 
-def _is_driver_connection_failure(orig: BaseException | None) -> bool:
-    """Whether a driver's own error means the connection failed (psycopg, sqlite3)."""
+def _is_driver_connection_failure(orig: BaseException | None, *, statement: bool = False) -> bool:
+    """Whether a driver's own error means the connection failed (psycopg, sqlite3).
+
+    ``statement``: the error came from running a statement on a connection SQLAlchemy did not
+    find broken (a wrapped error); a bare error from a connection of one's own says neither.
+    """
     module = type(orig).__module__
     if module.startswith("psycopg"):
         import psycopg
 
-        return isinstance(orig, psycopg.OperationalError) and (
-            getattr(orig, "sqlstate", None) is None
-            or str(getattr(orig, "sqlstate", "")).startswith(("08", "57P", "3D000", "28"))
-        )
+        if not isinstance(orig, psycopg.OperationalError):
+            return False
+        sqlstate = getattr(orig, "sqlstate", None)
+        if sqlstate is None:
+            # An error of the client library, not the server: connecting failed or the
+            # connection broke, unless a statement was refused before it was sent (more than
+            # 65,535 parameters, ...) on a connection that is fine.
+            return not statement
+        return str(sqlstate).startswith(("08", "57P", "3D000", "28"))
     if module.startswith("sqlite3"):
         return "unable to open database" in str(orig)
     return False
