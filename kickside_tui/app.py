@@ -341,7 +341,7 @@ def run(
 ) -> None:
     """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health."""
     try:
-        db = connect_database(database_url, schema=schema)
+        db = connect_database(database_url, schema=schema, create=False)
         entries = load_schedule(schedule) if schedule else []
     except KicksideError as exc:
         typer.echo(f"kickside-tui: {exc}", err=True)

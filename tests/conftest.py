@@ -116,9 +116,15 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def target(backend: str, tmp_path: Path) -> Iterator[Target]:
-    """An empty, isolated database location on the test's backend."""
+    """An empty, isolated database location on the test's backend.
+
+    On SQLite an empty file (a database never migrated), as on PostgreSQL an empty schema in
+    an existing database: most commands refuse a file that does not exist.
+    """
     if backend == "sqlite":
-        yield Target("sqlite", f"sqlite:///{tmp_path / 'kickside.sqlite3'}", None)
+        path = tmp_path / "kickside.sqlite3"
+        path.touch()
+        yield Target("sqlite", f"sqlite:///{path}", None)
         return
     schema = f"kst_{uuid.uuid4().hex[:16]}"
     try:

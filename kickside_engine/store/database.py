@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event
@@ -24,6 +23,7 @@ from kickside_engine.errors import (
     DatabaseUnavailableError,
     PermissionDeniedError,
 )
+from kickside_engine.store.sqlite_file import check_sqlite_file
 from kickside_engine.store.tables import Tables, build_tables
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -53,12 +53,25 @@ class Database:
 
     @classmethod
     def from_url(
-        cls, url: str | URL | None = None, *, schema: str | None = None, pool_size: int = 5
+        cls,
+        url: str | URL | None = None,
+        *,
+        schema: str | None = None,
+        pool_size: int = 5,
+        create: bool = True,
     ) -> Database:
-        """Create a database handle from a URL (see :mod:`kickside_engine.config`)."""
+        """Create a database handle from a URL (see :mod:`kickside_engine.config`).
+
+        A SQLite file is checked first (:func:`check_sqlite_file`): a directory, a file that is
+        not a SQLite database or a folder that cannot be made is a :class:`ConfigurationError`
+        naming the path. ``create=False`` refuses a file that does not exist instead of creating
+        it (tools that only read must not leave an empty database behind a mistyped path).
+        """
         config = resolve_database_config(url, schema=schema)
         return cls(
-            _create_engine(config, pool_size=pool_size), schema=config.schema, owns_engine=True
+            _create_engine(config, pool_size=pool_size, create=create),
+            schema=config.schema,
+            owns_engine=True,
         )
 
     @property
@@ -181,7 +194,8 @@ def translate_errors(db: Database | None = None) -> Iterator[None]:
     "Cannot reach the database" becomes :class:`DatabaseUnavailableError`: only a connection
     that could not be made or was lost, since callers (and scripts, on exit code 5) retry it.
     A write refused because the role (or the SQLite file) is read-only becomes
-    :class:`PermissionDeniedError`. Any other driver error stays what it is: a failure.
+    :class:`PermissionDeniedError`; a SQLite file that is not a database, a
+    :class:`ConfigurationError`. Any other driver error stays what it is: a failure.
     """
     try:
         yield
@@ -196,6 +210,11 @@ def translate_errors(db: Database | None = None) -> Iterator[None]:
                 f"permission denied: {_first_line(exc.orig)} (a read-only database role or "
                 "file can only run reads)"
             ) from exc
+        if _is_not_a_database(exc):
+            where = db.display_url() if db is not None else "the SQLite file"
+            raise ConfigurationError(
+                f"{where} is not a SQLite database: {_first_line(exc.orig)}"
+            ) from exc
         raise
 
 
@@ -204,6 +223,11 @@ def _is_permission_denied(exc: DBAPIError) -> bool:
     if type(orig).__module__.startswith("psycopg"):
         return getattr(orig, "sqlstate", None) == "42501"  # insufficient_privilege
     return "attempt to write a readonly database" in str(orig)
+
+
+def _is_not_a_database(exc: DBAPIError) -> bool:
+    orig = exc.orig
+    return type(orig).__module__.startswith("sqlite3") and "file is not a database" in str(orig)
 
 
 def unavailable_reason(exc: BaseException) -> str | None:
@@ -268,8 +292,9 @@ def _first_line(orig: BaseException | None) -> str:
     return text[0] if text else "connection failed"
 
 
-def _create_engine(config: DatabaseConfig, *, pool_size: int) -> Engine:
+def _create_engine(config: DatabaseConfig, *, pool_size: int, create: bool) -> Engine:
     if config.dialect == "sqlite":
+        check_sqlite_file(config.url, create=create)
         return _create_sqlite_engine(config.url)
     try:
         return create_engine(
@@ -285,14 +310,7 @@ def _create_engine(config: DatabaseConfig, *, pool_size: int) -> Engine:
         ) from None
 
 
-def _is_uri_filename(url: URL) -> bool:
-    """``sqlite:///file:PATH?mode=ro&uri=true``: SQLite opens it; there is no folder to make."""
-    return str(url.query.get("uri", "")).lower() in ("true", "1")
-
-
 def _create_sqlite_engine(url: URL) -> Engine:
-    if url.database and not _is_uri_filename(url):
-        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
@@ -319,9 +337,17 @@ def _create_sqlite_engine(url: URL) -> Engine:
 
 
 def connect_database(
-    url: str | URL | None = None, *, schema: str | None = None, engine: Engine | None = None
+    url: str | URL | None = None,
+    *,
+    schema: str | None = None,
+    engine: Engine | None = None,
+    create: bool = True,
 ) -> Database:
-    """Open Kickside's database from a URL (or the environment), or wrap a host's engine."""
+    """Open Kickside's database from a URL (or the environment), or wrap a host's engine.
+
+    ``create=False``: a SQLite file that does not exist is a :class:`ConfigurationError`
+    rather than a new, empty database (see :meth:`Database.from_url`).
+    """
     if engine is not None:
         return Database(engine, schema=schema)
-    return Database.from_url(url, schema=schema)
+    return Database.from_url(url, schema=schema, create=create)

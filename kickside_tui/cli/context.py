@@ -52,9 +52,15 @@ class CliState:
     read_only: bool = False
     _db: Database | None = field(default=None, repr=False)
 
-    def database(self) -> Database:
+    def database(self, *, create: bool = False) -> Database:
+        """The database, opened on first use.
+
+        ``create``: a SQLite file that does not exist may be created (``migrate``, ``demo``);
+        for every other command a missing file is a usage error (exit 2), so a mistyped path
+        never leaves an empty database behind.
+        """
         if self._db is None:
-            self._db = connect_database(self.database_url, schema=self.schema)
+            self._db = connect_database(self.database_url, schema=self.schema, create=create)
         return self._db
 
     def close(self) -> None:

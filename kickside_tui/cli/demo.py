@@ -78,8 +78,8 @@ def _open(ctx: typer.Context) -> tuple[Database, bool]:
         cli.database_url, cli.schema = demo_database.default_url(), None
         # Opened now, while KICKSIDE_SCHEMA cannot fill in the schema the file has none of.
         with _environment_without(SCHEMA_ENV):
-            return cli.database(), True
-    return cli.database(), False
+            return cli.database(create=True), True
+    return cli.database(create=True), False
 
 
 @contextlib.contextmanager

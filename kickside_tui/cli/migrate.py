@@ -45,7 +45,7 @@ def upgrade(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 @writes
 def _upgrade(ctx: typer.Context, as_json: bool) -> None:
-    db = state(ctx).database()
+    db = state(ctx).database(create=True)  # a new SQLite file (and folder) is made here
     before = migrate.status(db)
     st = migrate.upgrade(db)
     verb = "already up to date" if before.up_to_date else f"upgraded to {st.head}"

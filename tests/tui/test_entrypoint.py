@@ -43,6 +43,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[KicksideApp]:
 def test_options_and_environment_configure_the_app(
     started: list[KicksideApp], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    (tmp_path / "k.sqlite3").touch()  # the dashboard opens a database; it never makes one
     monkeypatch.setenv("KICKSIDE_DATABASE_URL", f"sqlite:///{tmp_path / 'k.sqlite3'}")
     result = CliRunner().invoke(
         cli, ["--read-only", "--refresh", "2.5", "--schedule", "tests.tui.fixtures:SCHEDULE"]
@@ -67,6 +68,7 @@ def test_the_dashboard_keeps_log_lines_off_its_screen_and_puts_logging_back_afte
         while_running.append((list(logger.handlers), logger.propagate))
 
     monkeypatch.setattr(KicksideApp, "run", run)
+    (tmp_path / "k.sqlite3").touch()
     result = CliRunner().invoke(cli, ["--database-url", f"sqlite:///{tmp_path / 'k.sqlite3'}"])
     assert result.exit_code == 0, result.output
     ((handlers, propagate),) = while_running
@@ -80,6 +82,7 @@ def test_bad_configuration_exits_with_a_message(
     result = CliRunner().invoke(cli, ["--database-url", "mysql://db/x"])
     assert result.exit_code == 2
     assert "unsupported database" in result.output
+    (tmp_path / "k.sqlite3").touch()
     result = CliRunner().invoke(cli, ["--database-url", f"sqlite:///{tmp_path / 'k.sqlite3'}",
                                       "--schedule", "tests.tui.fixtures:NOW"])
     assert result.exit_code == 2
