@@ -128,7 +128,7 @@ def foreign_rows(db: Database, owned: Ownership) -> Inventory:
     database at an older revision can be judged before it is upgraded.
     """
     t = db.tables
-    with db.read() as conn:
+    with db.read(check_schema=False) as conn:  # judged before it is migrated, at any revision
         present = set(inspect(conn).get_table_names(schema=db.schema))
         kickside = _kickside_tables(t)
         found = [

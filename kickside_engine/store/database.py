@@ -4,6 +4,10 @@ A :class:`Database` is built from a URL (the engine then owns the SQLAlchemy eng
 it: SQLite in WAL mode with a busy timeout, foreign keys on, and write transactions started with
 ``BEGIN IMMEDIATE``) or from the host application's own SQLAlchemy ``Engine``, in which case
 Kickside uses it as it is, so runtime SQL follows the host's database mapping.
+
+The first transaction on a handle checks that the schema is at this Kickside's head revision
+(:meth:`Database.require_current_schema`), once: a newer schema this code does not know, or an
+old one, is refused with a :class:`MigrationError` before anything is read or written.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from kickside_engine.errors import (
     DatabaseUnavailableError,
     PermissionDeniedError,
 )
+from kickside_engine.store.revisions import read_current, schema_problem
 from kickside_engine.store.sqlite_file import check_sqlite_file
 from kickside_engine.store.tables import Tables, build_tables
 
@@ -50,6 +55,7 @@ class Database:
         self._owns_engine = owns_engine
         # Rendered once: every enqueue looks up this process's wake signal by it.
         self._display_url = display_url(engine.url)
+        self._schema_current = False
 
     @classmethod
     def from_url(
@@ -86,9 +92,39 @@ class Database:
         """The database URL with its password masked."""
         return self._display_url
 
+    def require_current_schema(self) -> None:
+        """Raise :class:`MigrationError` unless the schema is at this Kickside's head revision.
+
+        Checked once per handle: after a check passed, this (and the check every transaction
+        makes through it) costs an attribute read. A failed check is not remembered, so a
+        handle works as soon as the schema is migrated.
+        """
+        if self._schema_current:
+            return
+        with self.read(check_schema=False) as conn:
+            current = read_current(conn, self.schema)
+        problem = schema_problem(current)
+        if problem is not None:
+            raise problem
+        self._schema_current = True
+
+    def schema_verified(self) -> None:
+        """Record that the schema was just found at head (spares this handle its own check)."""
+        self._schema_current = True
+
+    def schema_changed(self) -> None:
+        """Forget the schema check (after a migration): the next transaction checks again."""
+        self._schema_current = False
+
     @contextlib.contextmanager
-    def begin(self) -> Iterator[Connection]:
-        """A connection in a write transaction, committed on success, rolled back on error."""
+    def begin(self, *, check_schema: bool = True) -> Iterator[Connection]:
+        """A connection in a write transaction, committed on success, rolled back on error.
+
+        ``check_schema=False`` skips :meth:`require_current_schema` (for migrations, which work
+        on a schema that is not current yet).
+        """
+        if check_schema and not self._schema_current:
+            self.require_current_schema()
         with translate_errors(self), self.engine.begin() as conn:
             yield conn
 
@@ -99,6 +135,8 @@ class Database:
         For single statements that must be atomic on their own; never for a sequence that must
         commit together (that is :meth:`begin`).
         """
+        if not self._schema_current:
+            self.require_current_schema()
         with translate_errors(self), self.engine.connect() as conn:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
 
@@ -118,6 +156,8 @@ class Database:
         """
         if not self.is_postgresql:
             raise ConfigurationError("execute_autocommit runs on PostgreSQL only")
+        if not self._schema_current:
+            self.require_current_schema()
         dialect = self.engine.dialect
         dbapi_error = dialect.loaded_dbapi.Error
 
@@ -157,8 +197,13 @@ class Database:
                 _check_in(raw, dbapi_error, restore_transactions=switch)
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A connection in a read-only transaction (a deferred one on SQLite)."""
+    def read(self, *, check_schema: bool = True) -> Iterator[Connection]:
+        """A connection in a read-only transaction (a deferred one on SQLite).
+
+        ``check_schema=False`` skips :meth:`require_current_schema`, as for :meth:`begin`.
+        """
+        if check_schema and not self._schema_current:
+            self.require_current_schema()
         with translate_errors(self), self.engine.connect() as conn:
             conn = conn.execution_options(**{_READ_ONLY: True})
             with conn.begin():
