@@ -67,25 +67,29 @@ def _serve(conn: Connection, registry: WorkerRegistry, version: str) -> None:
             return
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(supervisor_pid: int) -> None:
     """Make sure this executor never outlives its supervisor (kill -9, power loss).
 
     An orphaned executor would go on running its job while the lease expires and another node
-    runs it again: the one thing a leased-job engine must never allow.
+    runs it again: the one thing a leased-job engine must never allow. The supervisor's PID
+    comes from the supervisor: a supervisor that died while this process started is noticed
+    here (the parent is then PID 1 or a subreaper, never the supervisor), where reading the
+    parent in this process would take the new parent for the supervisor.
     """
-    parent = os.getppid()
     with contextlib.suppress(Exception):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
+    # After arming: a supervisor that dies from here on sends SIGKILL; one that died before is
+    # seen now.
+    if os.getppid() != supervisor_pid:
         os._exit(1)
 
     def watch() -> None:
         while True:
             time.sleep(0.2)
-            if os.getppid() != parent:
+            if os.getppid() != supervisor_pid:
                 os._exit(1)
 
     threading.Thread(target=watch, name="kickside-parent-watch", daemon=True).start()
@@ -102,9 +106,12 @@ def _yield_on_wakeup() -> None:
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
-def process_main(conn: Connection, app: str) -> None:
-    """Entry point of an executor process: load the app's workers and serve jobs."""
-    _die_with_parent()
+def process_main(conn: Connection, app: str, supervisor_pid: int) -> None:
+    """Entry point of an executor process: load the app's workers and serve jobs.
+
+    ``supervisor_pid``: the PID of the supervisor that started it, which it must not outlive.
+    """
+    _die_with_parent(supervisor_pid)
     # The supervisor handles signals; a Ctrl-C in the terminal must not kill running jobs.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -170,7 +177,7 @@ class ProcessExecutor(Executor):
         self.conn = parent
         self.process = self._context.Process(
             target=process_main,
-            args=(child, app),
+            args=(child, app, os.getpid()),
             name=f"kickside-executor-{self.id}",
             daemon=True,
         )
