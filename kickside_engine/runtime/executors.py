@@ -31,6 +31,7 @@ import uuid
 from multiprocessing.connection import Connection
 from typing import Any
 
+from kickside_engine.errors import ConfigurationError
 from kickside_engine.execution import execute
 from kickside_engine.models import ClaimedJob
 from kickside_engine.runtime.app import code_version, load_registry, worker_infos
@@ -119,11 +120,20 @@ def process_main(conn: Connection, app: str, supervisor_pid: int) -> None:
     _yield_on_wakeup()
     try:
         registry = load_registry(app)
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit too: an app that exits on import is not loaded
         with contextlib.suppress(Exception):
-            send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
+            send(conn, ("failed", _load_failure(exc)))
         return
     _serve(conn, registry, code_version(app))
+
+
+def _load_failure(exc: BaseException) -> str:
+    """One line saying why the app did not load (a ConfigurationError says it already)."""
+    text = str(exc).strip().splitlines()
+    detail = text[0] if text else ""
+    if isinstance(exc, ConfigurationError):
+        return detail
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 class Executor:

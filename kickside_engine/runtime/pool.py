@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from kickside_engine.api import node_name
 from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
-from kickside_engine.errors import KicksideError
+from kickside_engine.errors import ConfigurationError, KicksideError, PermissionDeniedError
 from kickside_engine.execution import max_execution, timeout_result
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
 from kickside_engine.listen import Subscription, listen
@@ -59,6 +59,7 @@ from kickside_engine.store.claims import (
     restamp_run,
 )
 from kickside_engine.store.database import Database, translate_errors
+from kickside_engine.store.grants import worker_permission_error
 from kickside_engine.store.keyed_claims import claim_keyed
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
 from kickside_engine.store.outcomes import (
@@ -186,9 +187,13 @@ class WorkerPool:
         self._schedule = SchedulePublication(config.schedule if config.run_plugins else ())
         self.stats: Counter[str] = Counter()
         self.ready = threading.Event()
-        #: The unexpected error that ended :meth:`run` (a bug), if one did; :meth:`stop` raises
-        #: it for a pool run on a thread.
+        #: The error that ended :meth:`run` (a bug, or what stopped the pool, such as an app
+        #: that executors could not load), if one did; :meth:`stop` raises it for a pool run on
+        #: a thread.
         self.error: BaseException | None = None
+        #: Why the pool stopped itself (it then stops gracefully, and :meth:`run` raises this).
+        self.failure: KicksideError | None = None
+        self._prepared = False
         self.version = config.code_version or (
             code_version(config.app) if config.mode == "thread" else "pending"
         )
@@ -320,6 +325,10 @@ class WorkerPool:
                 self._finish(ex, decode_result(message[2]))
         elif kind == "failed":
             log.error("executor could not load the app: %s", message[1])
+            if self.failure is None:
+                self.failure = ConfigurationError(
+                    f"executors could not load the app {self.config.app!r}: {message[1]}"
+                )
             self._retire(ex, kill=True)
             self.request_stop()
 
@@ -830,8 +839,42 @@ class WorkerPool:
     def _on_payload(self, payload: str) -> None:
         self._poke(payload)
 
+    def prepare(self) -> None:
+        """Check what the pool needs before it starts anything, and register its node.
+
+        Raises :class:`MigrationError` for a schema that is not at this Kickside's head,
+        :class:`ConfigurationError` for a thread pool whose app does not load, and
+        :class:`PermissionDeniedError` (saying what to grant) for a database role or file that
+        may not write; the pool is then unusable and nothing is left behind. :meth:`run` and
+        :meth:`start` call it first when it was not called; called alone, the node stays
+        registered (stale within a minute) until the pool runs.
+        """
+        if self._prepared:
+            return
+        try:
+            self.db.require_current_schema()
+            if self.config.mode == "thread" and self.config.registry is None:
+                from kickside_engine.runtime.app import load_registry
+
+                load_registry(self.config.app or "")
+            try:
+                self._beat()  # registers the node: the pool's first write
+            except PermissionDeniedError as exc:
+                raise worker_permission_error(self.db, exc) from None
+        except BaseException as exc:
+            self.error = exc
+            self._close_pipes()
+            raise
+        self._prepared = True
+
     def run(self) -> None:
-        """Run until :meth:`request_stop` (or SIGTERM/SIGINT in the main thread)."""
+        """Run until :meth:`request_stop` (or SIGTERM/SIGINT in the main thread).
+
+        Raises what :meth:`prepare` raises before anything starts. A pool that stops itself on
+        an error (executors that cannot load the app) stops gracefully, then raises that error
+        (:attr:`failure`); an unexpected error is raised at once, its jobs left to the Lifeline.
+        """
+        self.prepare()
         in_main = threading.current_thread() is threading.main_thread()
         previous: dict[int, Any] = {}
         if in_main:
@@ -848,7 +891,6 @@ class WorkerPool:
         subscription: Subscription | None = None
         plugins = PluginThread(self.db, self.config) if self.config.run_plugins else None
         try:
-            self._beat()
             for _ in range(self.config.executors):
                 self._spawn()
             if self.db.is_postgresql:
@@ -881,10 +923,16 @@ class WorkerPool:
                 deregister(self.db, self.node)
             for number, old in previous.items():
                 signal.signal(number, old)
-            self._selector.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            self._close_pipes()
             log.info("pool stopped", extra={"node": self.node})
+        if self.failure is not None:
+            self.error = self.failure
+            raise self.failure
+
+    def _close_pipes(self) -> None:
+        self._selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def _drain(self) -> None:
         """Shutdown: stop claiming, wait up to the grace for running jobs, leave the rest."""
@@ -927,12 +975,20 @@ class WorkerPool:
                 self.leases.expire_now(held)
 
     def start(self) -> None:
-        """Run the pool on a background thread (embedding); returns once it is ready."""
+        """Run the pool on a background thread (embedding); returns once it is ready.
+
+        Raises what :meth:`prepare` raises, here in the caller's thread, and
+        :class:`PoolFailedError` when the pool stops before it is ready.
+        """
+        self.prepare()
         self._thread = threading.Thread(
             target=self._run_on_thread, name=f"kickside-pool-{self.node}", daemon=True
         )
         self._thread.start()
-        self.ready.wait(60)
+        deadline = time.monotonic() + 60
+        while not self.ready.wait(0.05) and time.monotonic() < deadline:
+            if not self._thread.is_alive():
+                raise PoolFailedError(f"the pool could not start: {self.error}") from self.error
 
     def _run_on_thread(self) -> None:
         with contextlib.suppress(BaseException):  # logged, kept in self.error, raised by stop()
@@ -941,17 +997,15 @@ class WorkerPool:
     def stop(self, timeout: float | None = None) -> None:
         """Stop a pool started with :meth:`start` and wait for it.
 
-        Raises :class:`PoolFailedError` if the pool had already stopped on an unexpected error
-        (see :attr:`error`): an embedding application learns its pool is gone.
+        Raises :class:`PoolFailedError` if the pool had already stopped on an error (see
+        :attr:`error`): an embedding application learns its pool is gone.
         """
         self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout)
         if self.error is not None:
-            raise PoolFailedError(f"the pool stopped on an unexpected error: {self.error!r}") from (
-                self.error
-            )
+            raise PoolFailedError(f"the pool stopped on an error: {self.error!r}") from (self.error)
 
 
 class PoolFailedError(RuntimeError):
-    """A pool run on a thread stopped on an unexpected error (its :attr:`WorkerPool.error`)."""
+    """A pool run on a thread stopped on an error (its :attr:`WorkerPool.error`)."""

@@ -69,6 +69,8 @@ def worker(
     """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place.
 
     The pool runs the app module's cron ``SCHEDULE`` (or ``--schedule``), loaded once at start.
+    Exits 0 after a requested stop; 2 when the app cannot be loaded or an option is invalid;
+    1 when the pool stops on any other error; 5 when the database cannot be reached.
     """
     run_worker(ctx, app, queues, in_process, timedelta(seconds=shutdown_grace),
                (lease, lease_seconds, queue_leases), node, log_level, prefetch, schedule)
@@ -101,6 +103,7 @@ def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
         prefetch=prefetch, schedule=entries, **leases,
     )
     pool = WorkerPool(db, config)
+    pool.prepare()  # a role that may not write is one line, before the pool says it started
     output.note(f"kickside worker {pool.node} on {db.display_url()} queues={queues} "
                 f"lease={_leases_text(config)}"
                 + (f" cron entries={len(entries)}" if entries else ""))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,10 +14,13 @@ from kickside_engine import (
     JobState,
     MigrationError,
     enqueue,
+    get_job,
     migrate,
 )
+from kickside_engine.runtime import PoolConfig, WorkerPool
 
 from ..conftest import Target
+from ..support.workers import registry
 
 
 def _version_table(db: Database) -> str:
@@ -27,6 +31,17 @@ def _jobs(db: Database) -> int:
     with db.read(check_schema=False) as conn:
         count = conn.execute(sa.select(sa.func.count()).select_from(db.tables.job)).scalar_one()
     return int(count)
+
+
+def _pool(db: Database) -> WorkerPool:
+    config = PoolConfig(
+        queues={"default": 2},
+        registry=registry,
+        mode="thread",
+        poll_interval=0.05,
+        shutdown_grace=timedelta(seconds=2),
+    )
+    return WorkerPool(db, config)
 
 
 def _migrated_by_a_newer_kickside(db: Database) -> None:
@@ -45,6 +60,21 @@ def test_enqueue_on_a_newer_schema_is_refused_and_writes_nothing(
         assert _jobs(handle) == 0
     finally:
         handle.dispose()
+
+
+def test_an_embedded_pool_on_a_newer_schema_refuses_to_start(db: Database, target: Target) -> None:
+    waiting = enqueue(db, JobBuilder("ok", {}))  # a job the pool must not run
+    _migrated_by_a_newer_kickside(db)
+    handle = target.open()
+    try:
+        with pytest.raises(MigrationError, match="zz99_newer"):
+            _pool(handle).start()
+        with pytest.raises(MigrationError, match="zz99_newer"):
+            _pool(handle).run()
+    finally:
+        handle.dispose()
+    job = get_job(db, waiting.id)  # db's own check passed before the change
+    assert job is not None and job.state is JobState.AVAILABLE and job.attempt == 0
 
 
 def test_an_old_schema_is_refused_with_the_fix(target: Target, empty_db: Database) -> None:
