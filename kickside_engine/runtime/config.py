@@ -22,6 +22,29 @@ MIN_LEASE = timedelta(seconds=3)
 MAX_LEASE = timedelta(days=1)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: A queue's per-node concurrency: how many of its jobs one pool runs at once.
+MAX_CONCURRENCY = 1000
+
+
+def validate_queues(queues: Mapping[str, int]) -> dict[str, int]:
+    """Check queue names and concurrencies (``PoolConfig`` and ``--queues`` alike).
+
+    Each name is a valid queue name and each concurrency an integer in 1..MAX_CONCURRENCY;
+    there is at least one queue. Raises :class:`InvalidArgumentError` naming the bad value.
+    """
+    if not isinstance(queues, Mapping) or not queues:
+        raise InvalidArgumentError("no queues: give at least one, e.g. {'default': 10}")
+    for name, concurrency in queues.items():
+        validate_name(name, "queue", max_length=128)
+        if (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not 1 <= concurrency <= MAX_CONCURRENCY
+        ):
+            raise InvalidArgumentError(
+                f"concurrency of queue {name!r} must be 1..{MAX_CONCURRENCY}, got {concurrency!r}"
+            )
+    return dict(queues)
 
 
 def parse_queues(spec: str) -> dict[str, int]:
@@ -31,19 +54,16 @@ def parse_queues(spec: str) -> dict[str, int]:
         if not part:
             continue
         name, _, limit = part.partition(":")
-        validate_name(name.strip(), "queue", max_length=128)
         try:
             concurrency = int(limit) if limit else 10
         except ValueError:
             raise InvalidArgumentError(
                 f"invalid concurrency {limit!r} for queue {name!r}"
             ) from None
-        if not 1 <= concurrency <= 1000:
-            raise InvalidArgumentError(f"concurrency of queue {name!r} must be 1..1000")
         queues[name.strip()] = concurrency
     if not queues:
         raise InvalidArgumentError(f"no queues in {spec!r}: use e.g. default:10,mailers:5")
-    return queues
+    return validate_queues(queues)
 
 
 def parse_duration(text: str, what: str = "duration") -> timedelta:
@@ -131,6 +151,7 @@ class PoolConfig:
     prefetch: int | None = None
 
     def __post_init__(self) -> None:
+        validate_queues(self.queues)
         if self.mode == "process" and not self.app:
             raise InvalidArgumentError("a process pool needs app='module' (its WorkerRegistry)")
         if self.mode == "thread" and self.registry is None and not self.app:

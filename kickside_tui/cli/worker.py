@@ -86,6 +86,7 @@ def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
     from kickside_engine.logs import configure_logging
     from kickside_engine.schedules import app_schedule, load_schedule
 
+    limits = parse_queues(queues)  # bad options are refused before the database is opened
     leases = _leases(*lease)
     configure_logging(log_level)
     if os.getcwd() not in sys.path:
@@ -98,7 +99,7 @@ def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
     db = state(ctx).database()
     migrate.ensure_current(db)
     config = PoolConfig(
-        queues=parse_queues(queues), app=app, mode="thread" if in_process else "process",
+        queues=limits, app=app, mode="thread" if in_process else "process",
         shutdown_grace=grace, node=node,  # type: ignore[arg-type]
         prefetch=prefetch, schedule=entries, **leases,
     )
