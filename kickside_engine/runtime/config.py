@@ -158,6 +158,8 @@ class PoolConfig:
             raise InvalidArgumentError("a thread pool needs a registry or app")
         if self.prefetch is not None and self.prefetch < 0:
             raise InvalidArgumentError("prefetch must be 0 or more")
+        if self.prune_after < timedelta(0):
+            raise InvalidArgumentError(f"prune_after must not be negative, got {self.prune_after}")
         self._check_leases()
         self._check_schedule()
 

@@ -30,6 +30,9 @@ from kickside_tui.cli.context import (
     writes,
 )
 
+#: Environment variable for ``--prune-after``.
+PRUNE_AFTER_ENV = "KICKSIDE_PRUNE_AFTER"
+
 
 def worker(
     ctx: typer.Context,
@@ -65,6 +68,10 @@ def worker(
         "--schedule", metavar="MODULE[:ATTRIBUTE]", help="The cron schedule to run (default "
         "attribute SCHEDULE). Default: the --app module's SCHEDULE, if it defines one.")]
     = None,
+    prune_after: Annotated[str, typer.Option(
+        "--prune-after", envvar=PRUNE_AFTER_ENV, show_envvar=True,
+        help="Delete completed, cancelled and discarded jobs this long after they finished: "
+        "7d, 12h, 30m, 45s or seconds.")] = "7d",
 ) -> None:
     """Run a supervised worker pool until SIGTERM/SIGINT; SIGHUP upgrades it in place.
 
@@ -73,7 +80,8 @@ def worker(
     1 when the pool stops on any other error; 5 when the database cannot be reached.
     """
     run_worker(ctx, app, queues, in_process, timedelta(seconds=shutdown_grace),
-               (lease, lease_seconds, queue_leases), node, log_level, prefetch, schedule)
+               (lease, lease_seconds, queue_leases), node, log_level, prefetch, schedule,
+               prune_after)
 
 
 @handles_errors
@@ -81,13 +89,15 @@ def worker(
 def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
                grace: object, lease: tuple[str | None, float | None, str | None],
                node: str | None, log_level: str,
-               prefetch: int | None = None, schedule: str | None = None) -> None:
+               prefetch: int | None = None, schedule: str | None = None,
+               prune_after: str = "7d") -> None:
     from kickside_engine import migrate
     from kickside_engine.logs import configure_logging
     from kickside_engine.schedules import app_schedule, load_schedule
 
     limits = parse_queues(queues)  # bad options are refused before the database is opened
     leases = _leases(*lease)
+    retention = parse_duration(prune_after, f"--prune-after ({PRUNE_AFTER_ENV})")
     configure_logging(log_level)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
@@ -101,7 +111,7 @@ def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
     config = PoolConfig(
         queues=limits, app=app, mode="thread" if in_process else "process",
         shutdown_grace=grace, node=node,  # type: ignore[arg-type]
-        prefetch=prefetch, schedule=entries, **leases,
+        prefetch=prefetch, schedule=entries, prune_after=retention, **leases,
     )
     pool = WorkerPool(db, config)
     pool.prepare()  # a role that may not write is one line, before the pool says it started

@@ -1,4 +1,4 @@
-"""`kickside worker` exits non-zero when its pool stops on an error.
+"""`kickside worker` exits non-zero when its pool stops on an error; `--prune-after` sets retention.
 
 Real `kickside worker` processes: what systemd or Kubernetes sees is the exit status.
 """
@@ -9,16 +9,20 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
 
-from kickside_engine import ConfigurationError, Database
+from kickside_engine import ConfigurationError, Database, JobBuilder, enqueue, get_job
+from kickside_engine.clock import utcnow
 from kickside_engine.runtime import PoolConfig, WorkerPool
 
 from ..conftest import Target
-from ..support.processes import ROOT
+from ..support.processes import ROOT, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -89,3 +93,55 @@ def test_an_embedded_pool_whose_executors_cannot_load_the_app_raises(db: Databas
     with pytest.raises(ConfigurationError, match=r"could not load the app 'nosuch\.module'"):
         pool.run()
     assert isinstance(pool.error, ConfigurationError)
+
+
+@pytest.mark.parametrize("value", ["soon", "7x", "-1d", "1.5.2h", "0"])
+def test_a_bad_prune_after_is_one_line_with_exit_2(value: str, tmp_path: Path) -> None:
+    from kickside_tui.cli.main import app
+
+    url = f"sqlite:///{tmp_path}/k.sqlite3"
+    for argv, env in (
+        (["--prune-after", value], {}),
+        ([], {"KICKSIDE_PRUNE_AFTER": value}),
+    ):
+        result = CliRunner().invoke(
+            app,
+            ["--database-url", url, "worker", "--app", "tests.support.pool_app", *argv],
+            env=env,
+        )
+        assert result.exit_code == 2, result.output
+        assert result.stderr.count("\n") == 1 and "--prune-after" in result.stderr, result.stderr
+        assert "KICKSIDE_PRUNE_AFTER" in result.stderr
+        assert not (tmp_path / "k.sqlite3").exists()
+
+
+def _finished(db: Database, ago: timedelta) -> uuid.UUID:
+    """A completed job (in a queue no pool serves) that finished ``ago``."""
+    job_id = enqueue(db, JobBuilder("noop", {}).queue("archive")).id
+    at = utcnow() - ago
+    with db.begin() as conn:
+        conn.execute(
+            sa.update(db.tables.job)
+            .where(db.tables.job.c.id == job_id)
+            .values(state="completed", completed_at=at, finalized_at=at)
+        )
+    return job_id
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_prune_after_sets_the_pools_retention(
+    db: Database, target: Target, tmp_path: Path, how: str
+) -> None:
+    old = _finished(db, timedelta(hours=2))
+    recent = _finished(db, timedelta(minutes=30))  # both kept under the default of 7 days
+    proc = start_worker(
+        target.cli_args(),
+        extra=["--prune-after", "1h"] if how == "flag" else [],
+        env={"KICKSIDE_PRUNE_AFTER": "1h"} if how == "env" else {},
+        log=tmp_path / "pool.out",
+    )
+    try:
+        wait_for(lambda: get_job(db, old) is None, 60, "the pool to prune the 2-hour-old job")
+        assert get_job(db, recent) is not None
+    finally:
+        assert stop(proc) == 0, (tmp_path / "pool.out").read_text()[-2000:]
