@@ -122,9 +122,12 @@ def note(message: str) -> None:
 
 
 class Tracker:
-    """A progress display on stderr: a spinner, a description, and a bar when the total is known."""
+    """A progress display on stderr: a spinner, a description, and a bar when the total is known.
 
-    def __init__(self, progress: Progress, task: TaskID) -> None:
+    Without a display (stderr is not a terminal) updates go nowhere.
+    """
+
+    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
         self._progress = progress
         self._task = task
 
@@ -133,6 +136,8 @@ class Tracker:
         description: str | None = None,
     ) -> None:
         """Move the display on (any of the three)."""
+        if self._progress is None or self._task is None:
+            return
         self._progress.update(
             self._task, completed=completed, total=total,
             description=escape(description) if description is not None else None,
@@ -141,7 +146,14 @@ class Tracker:
 
 @contextmanager
 def progress(description: str, *, total: int | None = None) -> Iterator[Tracker]:
-    """Show a spinner (and a bar once the total is known) on stderr while the block runs."""
+    """Show a spinner (and a bar once the total is known) on stderr while the block runs.
+
+    Only on a terminal: written to a pipe or a file, the display would leave its last frame as
+    a line of output (before any error line), which scripts then have to read past.
+    """
+    if not stderr.is_terminal:
+        yield Tracker(None, None)
+        return
     display = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
