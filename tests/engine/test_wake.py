@@ -320,7 +320,9 @@ def test_wake_keys_are_published_before_any_row_is_locked(
         assert complete(db, claimed, conn=conn)
     publishes = [i for i, s in enumerate(statements) if "wake:app.sync/tenant:1/" in s]
     locks = [i for i, s in enumerate(statements) if "FOR UPDATE" in s]
-    assert len(publishes) == 2 and len(locks) == 1
+    # The first lock is wake_multi's, in key order, the completing slot included; settling the
+    # slot then reads its own row (already locked) for a purge requested while it ran.
+    assert len(publishes) == 2 and locks
     assert max(publishes) < min(locks)
     assert "ORDER BY" in statements[locks[0]] and str(job_id) in statements[locks[0]]
 
