@@ -27,7 +27,6 @@ from kickside_engine.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
-from kickside_engine.listen import Subscription, listen
 from kickside_engine.models import (
     ClaimedJob,
     Inserted,
@@ -55,6 +54,7 @@ from kickside_engine.slots import (
     wake_multi,
 )
 from kickside_engine.store.database import Database, connect_database
+from kickside_engine.store.listen import Subscription, listen
 from kickside_engine.uniqueness import Unique
 from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
 

@@ -22,8 +22,8 @@ from kickside_engine.models import ClaimedJob, Job, JobState
 from kickside_engine.store.claims import DEFAULT_LEASE, claim_jobs
 from kickside_engine.store.database import Database
 from kickside_engine.store.id_sets import id_in
-from kickside_engine.store.outcomes import Settlement, settle
 from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.settle import Settlement, settle
 from kickside_engine.workers import WorkerRegistry
 
 

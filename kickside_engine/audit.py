@@ -24,9 +24,9 @@ from sqlalchemy import Connection, insert, select
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
-from kickside_engine.notify import notify_in_transaction
 from kickside_engine.redact import redact_text, redact_value
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import notify_in_transaction
 from kickside_engine.text import require_storable_json, require_text
 
 MAX_PAGE = 1000

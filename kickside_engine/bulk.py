@@ -41,9 +41,9 @@ from kickside_engine.control_actions import (
 )
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import Job, JobState
-from kickside_engine.notify import local_signal
 from kickside_engine.queries import JobFilter, filter_clause
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import local_signal
 from kickside_engine.store.rows import job_from_row
 
 DEFAULT_BATCH = 500

@@ -17,9 +17,9 @@ from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import INCOMPLETE_STATES, JobState
-from kickside_engine.settings import set_setting
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import GroupLimits, read_group_limits
+from kickside_engine.store.settings import set_setting
 
 WAITING_SAMPLE = 20
 

@@ -31,7 +31,6 @@ from kickside_engine.control_actions import (
 )
 from kickside_engine.counts import read_state_counts, state_counts, zero_counts
 from kickside_engine.models import JobState, Run
-from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.queries import (
     JobDetail,
     JobFilter,
@@ -43,6 +42,7 @@ from kickside_engine.queries import (
     read_runs,
 )
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import run_from_row
 from kickside_engine.workers import validate_name
 

@@ -28,13 +28,13 @@ from kickside_engine.models import (
     JobState,
     RunOutcome,
 )
-from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.purge import purge_request
 from kickside_engine.queries import parse_job_id
 from kickside_engine.redact import redact_text
 from kickside_engine.store.database import Database
-from kickside_engine.store.outcomes import settle_open_run
+from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.settle import settle_open_run
 
 JobAction = Literal["retry", "cancel", "discard"]
 

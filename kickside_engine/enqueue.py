@@ -36,10 +36,10 @@ from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.ids import uuid7
 from kickside_engine.models import JOB_STATES_BY_VALUE, Inserted, JobKind, JobState
-from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.redact import REDACTED_ARGS_META, SENSITIVE_KEYS_META, redact_value
 from kickside_engine.store.copy_text import copy_text, encode_json, escape
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.store.tables import Tables
 from kickside_engine.text import require_storable_json, require_text
 from kickside_engine.uniqueness import Unique

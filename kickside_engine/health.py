@@ -18,8 +18,8 @@ from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.control import list_nodes, list_queues, unserved_workers
 from kickside_engine.errors import KicksideError
 from kickside_engine.models import JobState
-from kickside_engine.notify import channel_name
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import channel_name
 from kickside_engine.store.tables import state_literal
 
 Status = Literal["ok", "warn", "fail"]

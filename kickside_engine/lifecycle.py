@@ -1,6 +1,6 @@
 """Where a job goes after an attempt: the state machine applied to one execution result.
 
-This module decides; :mod:`kickside_engine.store.outcomes` writes, fenced by the lease.
+This module decides; :mod:`kickside_engine.store.settle` writes, fenced by the lease.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, case, literal_column, or_, true
 from kickside_engine.backoff import DEFAULT_BACKOFF, MAX_DELAY, Backoff
 from kickside_engine.models import ClaimedJob, Job, JobKind, JobState, RunOutcome
 from kickside_engine.redact import declared_sensitive_keys, redact_text, truncate
-from kickside_engine.store.outcomes import Settlement
+from kickside_engine.store.settle import Settlement
 
 MAX_ERRORS = 20
 MAX_ERROR_BYTES = 4096

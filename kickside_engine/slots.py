@@ -22,7 +22,6 @@ from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.enqueue import JobBuilder, build_row
 from kickside_engine.errors import ConflictError, InvalidArgumentError, NotFoundError
 from kickside_engine.models import FINAL_STATES, Inserted, Job, JobKind, JobState, RunOutcome
-from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.purge import (
     RUNS_PER_CALL,
     PurgeRequest,
@@ -32,6 +31,7 @@ from kickside_engine.purge import (
     withdraw_purge,
 )
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.text import require_text
 from kickside_engine.wake import (

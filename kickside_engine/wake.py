@@ -42,9 +42,9 @@ from kickside_engine.errors import (
 )
 from kickside_engine.ids import require_uuid
 from kickside_engine.models import FINAL_STATES, JobKind, JobState
-from kickside_engine.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import channel_name, local_signal, notify_in_transaction
 from kickside_engine.text import require_text
 
 #: A pool whose node row was refreshed this recently counts as live for :func:`nudge_workers`.

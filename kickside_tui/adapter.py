@@ -50,13 +50,13 @@ from kickside_engine.control import (
 )
 from kickside_engine.explain import Explanation, explain
 from kickside_engine.health import HealthReport, doctor
-from kickside_engine.listen import Subscription, listen
 from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
 from kickside_engine.plugins.cron import Recurring
 from kickside_engine.purge_runner import PurgeOutcome, PurgeProgress, purge_until_done
 from kickside_engine.schedules import CronEntryStatus, cron_status, running_schedule
 from kickside_engine.search import SCAN_LIMIT, scan_jobs
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, wake_job
+from kickside_engine.store.listen import Subscription, listen
 from kickside_tui.demo.marker import filled_by_demo
 
 #: How far back the Metrics view's plots reach, one bucket a minute.

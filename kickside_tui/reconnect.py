@@ -7,7 +7,7 @@ the delay, up to ``cap`` seconds (never less than ``base``); each delay is short
 ``jitter`` of itself at random, so that dashboards which lost one database together do not all
 come back in step. A load that fails in between (a key, a view switch) leaves the schedule as
 it is. The first load that works resets it. The schedule itself is the engine's
-(:mod:`kickside_engine.reconnect`), which pools and listeners follow too; the dashboard's
+(:mod:`kickside_engine.store.reconnect`), which pools and listeners follow too; the dashboard's
 differs in its base (the refresh interval) and cap.
 """
 
@@ -17,7 +17,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from kickside_engine.reconnect import backoff_seconds, jittered
+from kickside_engine.store.reconnect import backoff_seconds, jittered
 
 #: The longest the dashboard waits between two tries (unless the refresh interval is longer).
 RECONNECT_CAP_SECONDS = 15.0

@@ -23,7 +23,7 @@ from bench.workloads.common import Context, Measurement, median, percentile, sta
 from kickside_engine import Database, JobBuilder, enqueue_fanout, enqueue_many
 from kickside_engine.clock import utcnow
 from kickside_engine.enqueue import _copy_rows, build_row
-from kickside_engine.notify import notify_in_transaction
+from kickside_engine.store.notify import notify_in_transaction
 
 BULK_JOBS = 20_000
 SINGLE_JOBS = 2_000

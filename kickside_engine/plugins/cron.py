@@ -47,9 +47,9 @@ from kickside_engine.clock import ensure_aware
 from kickside_engine.enqueue import JobBuilder, enqueue
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import Inserted
-from kickside_engine.notify import local_signal
 from kickside_engine.redact import redact_text
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import local_signal
 
 log = logging.getLogger("kickside.plugins.cron")
 

@@ -8,7 +8,7 @@ A rescued job becomes ``available`` at once, or ``discarded`` when it has used i
 (slot jobs are never discarded: they return to ``available``, or park when a purge of them is
 pending). Each rescue settles the job's open run as ``rescued`` in the same transaction, so a
 late outcome from the old holder matches nothing and is dropped (see
-:mod:`kickside_engine.store.outcomes`).
+:mod:`kickside_engine.store.settle`).
 
 Every node runs the Lifeline. On PostgreSQL the candidate rows are locked ``FOR UPDATE SKIP
 LOCKED``, and each update is fenced by the old lease token, so concurrent Lifelines rescue each
@@ -29,10 +29,10 @@ from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.lifecycle import MAX_ERRORS, clean_error, final_values
 from kickside_engine.models import JobKind, JobState, RunOutcome
-from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
-from kickside_engine.store.outcomes import settle_open_run
+from kickside_engine.store.notify import local_signal, notify_in_transaction
+from kickside_engine.store.settle import settle_open_run
 from kickside_engine.store.tables import state_literal
 
 log = logging.getLogger("kickside.plugins.lifeline")

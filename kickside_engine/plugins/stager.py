@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import select, update
 
 from kickside_engine.models import JobState
-from kickside_engine.notify import local_signal, notify_in_transaction
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import local_signal, notify_in_transaction
 
 log = logging.getLogger("kickside.plugins.stager")
 BATCH = 5_000

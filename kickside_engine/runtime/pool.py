@@ -37,11 +37,8 @@ from kickside_engine.clock import utcnow
 from kickside_engine.errors import ConfigurationError, KicksideError, PermissionDeniedError
 from kickside_engine.execution import max_execution, timeout_result
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
-from kickside_engine.listen import Subscription, listen
 from kickside_engine.models import ClaimedJob
-from kickside_engine.notify import local_signal
 from kickside_engine.plugins.cron import SchedulePublication
-from kickside_engine.reconnect import Outage
 from kickside_engine.redact import declared_sensitive_keys
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
@@ -61,8 +58,11 @@ from kickside_engine.store.claims import (
 from kickside_engine.store.database import Database, translate_errors
 from kickside_engine.store.grants import worker_permission_error
 from kickside_engine.store.keyed_claims import claim_keyed
+from kickside_engine.store.listen import Subscription, listen
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
-from kickside_engine.store.outcomes import (
+from kickside_engine.store.notify import local_signal
+from kickside_engine.store.reconnect import Outage
+from kickside_engine.store.settle import (
     Settlement,
     UnnestSettle,
     settle_batch,
@@ -814,7 +814,7 @@ class WorkerPool:
         Unrecorded outcomes stay pending across a failure, so nothing is lost while the
         database is away; leases may expire meanwhile, and the fencing then drops them. An
         outage is logged once when it begins and once when a round trip proves it over (see
-        :class:`~kickside_engine.reconnect.Outage`), not once per retry.
+        :class:`~kickside_engine.store.reconnect.Outage`), not once per retry.
         """
         round_trips = self._round_trips
         try:

@@ -9,9 +9,9 @@ import socket
 
 from sqlalchemy import text
 
-from kickside_engine.notify import channel_name
 from kickside_engine.store.database import Database
 from kickside_engine.store.nodes import local_node_pids
+from kickside_engine.store.notify import channel_name
 
 
 def signal_reload(db: Database) -> int:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select, update
 
 from kickside_engine.clock import utcnow
-from kickside_engine.reconnect import Outage, RetryDelays
 from kickside_engine.store.claims import leases_held_by, renew_leases
 from kickside_engine.store.database import Database
+from kickside_engine.store.reconnect import Outage, RetryDelays
 
 if TYPE_CHECKING:
     from kickside_engine.runtime.config import PoolConfig
@@ -159,7 +159,7 @@ class PluginThread:
     """Runs the plugins (stage, rescue, prune, cron) every second on a thread of its own.
 
     While the database is away it backs off (1 s doubling to 5 s, jittered: the schedule of
-    :mod:`kickside_engine.reconnect`, from the tick's own second) and logs one line when the
+    :mod:`kickside_engine.store.reconnect`, from the tick's own second) and logs one line when the
     database goes and one when it is back, on the ``kickside.plugins`` logger.
     """
 

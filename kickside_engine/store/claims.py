@@ -46,8 +46,8 @@ from sqlalchemy import (
 
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.store.database import Database
-from kickside_engine.store.outcomes import UnnestSettle
 from kickside_engine.store.rows import job_from_driver_row, job_from_row
+from kickside_engine.store.settle import UnnestSettle
 from kickside_engine.store.tables import Tables, state_literal
 from kickside_engine.store.types import UTCDateTime, as_utc
 

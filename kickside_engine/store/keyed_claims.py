@@ -43,9 +43,9 @@ from sqlalchemy import (
 
 from kickside_engine.clock import utcnow
 from kickside_engine.models import ClaimedJob, JobState
-from kickside_engine.settings import limit_value
 from kickside_engine.store.claims import claim_jobs
 from kickside_engine.store.database import Database
+from kickside_engine.store.settings import limit_value
 from kickside_engine.store.tables import state_literal
 
 #: Due jobs read per page of the walk, at least (a claim of ``limit`` reads ``2 * limit``).

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from kickside_engine import Database
 from kickside_engine.control import Actor
-from kickside_engine.settings import get_settings, set_setting
+from kickside_engine.store.settings import get_settings, set_setting
 
 NAMESPACE = "kickside.demo"
 KEY = "workload"

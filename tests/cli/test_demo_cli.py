@@ -19,8 +19,8 @@ from kickside_engine.capacity import set_capacity
 from kickside_engine.clock import utcnow
 from kickside_engine.config import DATABASE_URL_ENV, HOME_ENV, SCHEMA_ENV, default_sqlite_path
 from kickside_engine.control import Actor, cancel_job, list_queues, pause_queue
-from kickside_engine.settings import get_settings
 from kickside_engine.store.nodes import NodeBeat, heartbeat
+from kickside_engine.store.settings import get_settings
 from kickside_tui.cli.main import app
 from kickside_tui.demo import database as demo_database
 from kickside_tui.demo import marker, workload

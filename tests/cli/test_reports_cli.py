@@ -12,8 +12,8 @@ from kickside_engine import Database, JobBuilder, enqueue, get_job
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, pause_queue
 from kickside_engine.plugins.cron import Recurring, SchedulePublication, cron_tick
-from kickside_engine.settings import get_settings
 from kickside_engine.store.nodes import NodeBeat, heartbeat
+from kickside_engine.store.settings import get_settings
 from kickside_engine.testing import drain_jobs
 from kickside_engine.workers import CapacityDeclaration
 from kickside_tui.cli.main import app

@@ -24,7 +24,7 @@ from kickside_engine import (
     enqueue,
     get_job,
 )
-from kickside_engine.settings import delete_setting, set_setting
+from kickside_engine.store.settings import delete_setting, set_setting
 
 GROUP = "app.capacity"
 CAPACITY = CapacityDeclaration(

@@ -33,7 +33,7 @@ from kickside_engine import (
     claim,
     get_job_statuses,
 )
-from kickside_engine.settings import set_setting
+from kickside_engine.store.settings import set_setting
 
 from ..conftest import Target
 from ..support import slot_procs

@@ -13,8 +13,8 @@ from kickside_engine.clock import utcnow
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import Job
 from kickside_engine.plugins.stager import stage
-from kickside_engine.store.outcomes import settle_batch
 from kickside_engine.store.rows import job_from_driver_row
+from kickside_engine.store.settle import settle_batch
 from kickside_engine.store.tables import TABLES
 
 

@@ -419,7 +419,7 @@ def test_cancelling_an_executing_job_notifies_pools_on_postgresql(db: Database) 
         pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
     import psycopg
 
-    from kickside_engine.notify import channel_name
+    from kickside_engine.store.notify import channel_name
 
     inserted = enqueue(db, job("ok")).id
     claim(db, queue="default", node="n1")

@@ -26,7 +26,7 @@ from kickside_engine import (
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.explain import explain
-from kickside_engine.settings import set_setting
+from kickside_engine.store.settings import set_setting
 
 GROUP = CapacityDeclaration(group="stripe", settings_namespace="stripe")
 

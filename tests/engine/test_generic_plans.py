@@ -39,7 +39,7 @@ from kickside_engine.store.claims import (
     open_turn_connection,
     renew_leases,
 )
-from kickside_engine.store.outcomes import unnest_settle
+from kickside_engine.store.settle import unnest_settle
 from kickside_engine.store.tables import state_literal
 
 from ..conftest import PG_URL

@@ -21,8 +21,8 @@ from kickside_engine.control import Actor, list_audit, pause_queue
 from kickside_engine.explain import explain
 from kickside_engine.health import doctor
 from kickside_engine.metrics import overview, percentiles, queue_metrics, throughput
-from kickside_engine.settings import set_setting
 from kickside_engine.store.nodes import NodeBeat, heartbeat
+from kickside_engine.store.settings import set_setting
 from kickside_engine.testing import drain_jobs
 
 from ..support.workers import registry

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from kickside_engine import Database, JobBuilder, enqueue
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, pause_queue
-from kickside_engine.listen import Subscription, listen
-from kickside_engine.notify import channel_name
+from kickside_engine.store.listen import Subscription, listen
+from kickside_engine.store.notify import channel_name
 
 from ..conftest import PG_URL, Target
 from ..support.retry_log import assert_backs_off, retry_log

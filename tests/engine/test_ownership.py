@@ -9,8 +9,8 @@ from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, pause_queue
 from kickside_engine.ownership import Ownership, delete_owned, foreign_rows
 from kickside_engine.plugins.cron import Recurring, cron_tick
-from kickside_engine.settings import set_setting
 from kickside_engine.store.nodes import NodeBeat, heartbeat
+from kickside_engine.store.settings import set_setting
 
 MINE = Ownership(
     queues=frozenset({"mine-q"}),

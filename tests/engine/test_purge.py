@@ -28,7 +28,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit
 from kickside_engine.purge import RUNS_PER_CALL, PurgeResult
 from kickside_engine.slots import purge_slot
-from kickside_engine.store.outcomes import settle_open_run
+from kickside_engine.store.settle import settle_open_run
 
 NS, SCOPE = "app.sync", "tenant:1"
 IDENTITY: dict[str, Any] = {"namespace": NS, "scope": SCOPE, "key": "k1"}

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from kickside_engine import Database, connect_database
 from kickside_engine.errors import DatabaseUnavailableError, PermissionDeniedError
-from kickside_engine.reconnect import Outage, RetryDelays, backoff_seconds, jittered
 from kickside_engine.store.database import unavailable_reason
+from kickside_engine.store.reconnect import Outage, RetryDelays, backoff_seconds, jittered
 
 from ..conftest import Target
 

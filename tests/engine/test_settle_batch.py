@@ -10,7 +10,7 @@ from kickside_engine import Database, JobBuilder, JobState, RunOutcome, claim, e
 from kickside_engine.clock import utcnow
 from kickside_engine.control import list_runs
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
-from kickside_engine.store.outcomes import settle_batch, settle_batch_unnest
+from kickside_engine.store.settle import settle_batch, settle_batch_unnest
 
 
 def _result(kind: ResultKind, error: str | None = None) -> ExecutionResult:

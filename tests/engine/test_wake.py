@@ -33,8 +33,8 @@ from kickside_engine import (
     get_job,
 )
 from kickside_engine.clock import utcnow
-from kickside_engine.notify import channel_name, local_signal
 from kickside_engine.slots import disable_slot, nudge_workers, wake_job, wake_multi
+from kickside_engine.store.notify import channel_name, local_signal
 from kickside_engine.wake import WakeKey, WakeResult
 
 from ..conftest import Target

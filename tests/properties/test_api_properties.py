@@ -49,8 +49,8 @@ from kickside_engine.explain import explain
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.plugins.pruner import prune
 from kickside_engine.redact import redact_value
-from kickside_engine.settings import set_setting
 from kickside_engine.slots import disable_slot, enable_slot, park_job
+from kickside_engine.store.settings import set_setting
 
 from .support import (
     PROPERTY,

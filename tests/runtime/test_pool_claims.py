@@ -14,7 +14,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.control import list_nodes, list_runs
 from kickside_engine.explain import explain
 from kickside_engine.health import doctor
-from kickside_engine.settings import set_setting
+from kickside_engine.store.settings import set_setting
 from kickside_engine.workers import spec_of
 
 from ..conftest import Target

@@ -1,7 +1,7 @@
 """Catching a client's "retrying in N s" log records, and checking they follow the schedule of
-:mod:`kickside_engine.reconnect` (0.1 s doubling to 5 s, up to a fifth early, waited out).
+:mod:`kickside_engine.store.reconnect` (0.1 s doubling to 5 s, up to a fifth early, waited out).
 
-An :class:`~kickside_engine.reconnect.Outage` logs the first retry of an outage as a warning
+An :class:`~kickside_engine.store.reconnect.Outage` logs the first retry of an outage as a warning
 and the others at DEBUG: :data:`RETRIES` matches both."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kickside_engine.reconnect import backoff_seconds
+from kickside_engine.store.reconnect import backoff_seconds
 
 #: The messages of an outage's retries: the first, then the rest.
 RETRIES = ("database unavailable, retrying in", "database still unavailable, retrying in")

@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from kickside_engine import Database, JobBuilder, JobState, enqueue_many, get_job
 from kickside_engine.control import list_audit, list_queues
-from kickside_engine.reconnect import backoff_seconds
+from kickside_engine.store.reconnect import backoff_seconds
 from kickside_tui.adapter import Adapter, ReadOnlyError
 from kickside_tui.reconnect import Reconnect
 from kickside_tui.screens.base import ViewScreen, describe_retry

@@ -1,6 +1,6 @@
 """Following a Kickside database's changes as they commit: :func:`listen`.
 
-Kickside notifies its schema's channel (:func:`~kickside_engine.notify.channel_name`) in the
+Kickside notifies its schema's channel (:func:`~kickside_engine.store.notify.channel_name`) in the
 transaction that makes a change, so the notification is delivered when, and only if, it
 commits. The payloads:
 
@@ -15,7 +15,7 @@ commits. The payloads:
 Jobs finishing are not notified: that would cost a notification per job on the hot path, and
 a dashboard's interval refresh shows completions anyway. On SQLite there is no cross-process
 channel; :func:`listen` then follows this process's own wake-ups (its
-:class:`~kickside_engine.notify.WakeSignal`) and polling remains the way to see others.
+:class:`~kickside_engine.store.notify.WakeSignal`) and polling remains the way to see others.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kickside_engine.notify import channel_name, local_signal
-from kickside_engine.reconnect import Outage
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import channel_name, local_signal
+from kickside_engine.store.reconnect import Outage
 
 log = logging.getLogger("kickside.listen")
 
@@ -111,7 +111,7 @@ def listen(db: Database, callback: Callable[[str], None]) -> Subscription:
     """Call ``callback(payload)`` for every notification of ``db``'s schema until stopped.
 
     On PostgreSQL a daemon thread holds a connection of its own that LISTENs, reconnecting
-    with backoff (0.1 s doubling to 5 s, jittered: :mod:`kickside_engine.reconnect`) whenever
+    with backoff (0.1 s doubling to 5 s, jittered: :mod:`kickside_engine.store.reconnect`) whenever
     it is lost, and logging one line when it goes and one when it is back; notifications sent
     while it is down are lost, so treat one as "look again", never as the only way to learn of
     a change.

@@ -1,7 +1,7 @@
 """How long to wait before trying a lost database again: capped exponential backoff, jittered.
 
 Everything in Kickside that keeps a connection to the database (a worker pool's loop, a
-:func:`~kickside_engine.listen.listen` subscription, the dashboard) retries on this schedule
+:func:`~kickside_engine.store.listen.listen` subscription, the dashboard) retries on this schedule
 when the database goes away: the first retry after ``base`` seconds, each failure in a row
 doubling the delay up to ``cap``. Retrying at a fixed short interval would have every pool and
 dashboard hammer a restarting server several times a second. Each delay is shortened by up to
