@@ -200,7 +200,8 @@ def enqueue_statement(db: Database) -> str:
     client) and ``now()`` for the timestamps. One line, as pgbench reads it."""
     # The engine's own statement and parameters, built as the engine builds them (private on
     # purpose: the harness measures that exact statement).
-    from kickside_engine.enqueue import _insert_and_notify_sql, _insert_params, build_row
+    from kickside_engine.job_row import build_row
+    from kickside_engine.store.inserts import _insert_and_notify_sql, _insert_params
 
     row = build_row(JobBuilder("noop", {}).options, utcnow())
     statement = _insert_and_notify_sql(db, tuple(row))

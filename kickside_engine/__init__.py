@@ -15,8 +15,9 @@ from kickside_engine.api import (
     record,
 )
 from kickside_engine.backoff import Backoff
+from kickside_engine.builder import JobBuilder
 from kickside_engine.config import DatabaseConfig, resolve_database_config
-from kickside_engine.enqueue import JobBuilder, enqueue, enqueue_fanout, enqueue_many
+from kickside_engine.enqueue import enqueue, enqueue_fanout, enqueue_many
 from kickside_engine.errors import (
     ConfigurationError,
     ConflictError,

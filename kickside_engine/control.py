@@ -44,7 +44,7 @@ from kickside_engine.queries import (
 from kickside_engine.store.database import Database
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import run_from_row
-from kickside_engine.workers import validate_name
+from kickside_engine.text import validate_name
 
 __all__ = [
     "NODE_STALE_AFTER",

@@ -92,3 +92,9 @@ def require_uuid(value: uuid.UUID | str, field: str = "job id") -> uuid.UUID:
 
         raise InvalidArgumentError(f"{field} {str(value)[:80]!r} is not a UUID")
     return parsed
+
+
+def parse_job_id(job_id: uuid.UUID | str, field: str = "job id") -> uuid.UUID:
+    """A job id as a UUID; a malformed one is an :class:`InvalidArgumentError` naming
+    ``field``. The one parser of job ids that every public entry point uses."""
+    return require_uuid(job_id, field)

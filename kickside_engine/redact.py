@@ -45,6 +45,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
+from kickside_engine.errors import InvalidArgumentError
+
 __all__ = [
     "REDACTED",
     "REDACTED_ARGS_META",
@@ -539,3 +541,23 @@ def truncate(text: str, limit_bytes: int = 4096) -> str:
     while budget > 0 and encoded[budget] & 0xC0 == 0x80:
         budget -= 1
     return encoded[:budget].decode("utf-8", "surrogatepass") + suffix
+
+
+def sensitive_key_names(value: object, field: str = "sensitive_keys") -> frozenset[str]:
+    """Declared sensitive key names: a collection of non-empty names, each with a word in it.
+
+    Matching is by words (:func:`kickside_engine.redact.is_sensitive_key`), so ``"ssn"``
+    covers ``customer_ssn`` and ``customerSsn``.
+    """
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(
+            f"{field} must be a collection of key names (e.g. {{'ssn'}}), got {value!r}"
+        )
+    names = set()
+    for name in value:
+        if not isinstance(name, str) or not 0 < len(name) <= 255 or not key_words(name):
+            raise InvalidArgumentError(
+                f"{field} must hold key names (letters or digits, at most 255), got {name!r}"
+            )
+        names.add(name)
+    return frozenset(names)

@@ -1,27 +1,25 @@
-"""Slot jobs: enrolling a durable identity with demand, and the operator's slot reads and actions.
+"""Slot jobs: the operator's slot reads and actions, and everything slot users need in one place.
 
 A slot ``(namespace, scope, key)`` runs whenever it has demand and parks in between. Enrolling
-is concurrency-safe: the insert skips a conflict on the identity index and the existing row is
-then locked and updated, so processes enrolling one identity at once end with one row.
-
-Wakes live in :mod:`kickside_engine.wake` and purges in :mod:`kickside_engine.purge`; both are
-re-exported here so that slot users import one module.
+lives in :mod:`kickside_engine.enrollment`, wakes in :mod:`kickside_engine.wake` and purges in
+:mod:`kickside_engine.purge`; all are re-exported here so that slot users import one module.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select, update
+from sqlalchemy import Connection, Row, func, select
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
-from kickside_engine.enqueue import JobBuilder, build_row
+from kickside_engine.enrollment import enqueue_slot
 from kickside_engine.errors import ConflictError, InvalidArgumentError, NotFoundError
-from kickside_engine.models import FINAL_STATES, Inserted, Job, JobKind, JobState, RunOutcome
+from kickside_engine.ids import parse_job_id
+from kickside_engine.models import Job, JobKind, JobState, RunOutcome
 from kickside_engine.purge import (
     RUNS_PER_CALL,
     PurgeRequest,
@@ -31,6 +29,7 @@ from kickside_engine.purge import (
     withdraw_purge,
 )
 from kickside_engine.store.database import Database
+from kickside_engine.store.jobs import lock_job, move_job
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.text import require_text
@@ -38,12 +37,9 @@ from kickside_engine.wake import (
     WakeKey,
     WakeMultiResult,
     WakeResult,
-    lock_job,
     nudge_workers,
-    parse_job_id,
     wake_job,
     wake_multi,
-    wake_values,
 )
 
 __all__ = [
@@ -73,138 +69,6 @@ _DISABLE_FROM = frozenset(
     {JobState.PARKED, JobState.AVAILABLE, JobState.SCHEDULED, JobState.RETRYABLE}
 )
 _PARK_FROM = frozenset({JobState.AVAILABLE, JobState.SCHEDULED, JobState.RETRYABLE})
-
-
-def enqueue_slot(
-    db: Database,
-    job: JobBuilder,
-    *,
-    conn: Connection | None = None,
-    now: datetime | None = None,
-) -> Inserted:
-    """Enroll a slot job, with control demand when the builder says ``demand=True``.
-
-    A new identity is inserted like any job (``available`` or ``scheduled``); with demand it
-    is ``available`` now with ``control_pending``. An existing identity is returned with
-    ``duplicate=True``: without demand unchanged (its args, queue and worker are never
-    rewritten); with demand a parked, scheduled or available slot becomes due now, an
-    executing one keeps a follow-up, a retryable one keeps its backoff and a disabled one its
-    state, each with ``control_pending`` recorded. A slot's uniqueness is its identity, so a
-    ``unique`` rule on the builder is not applied.
-
-    Raises :class:`ConflictError` (``details["identity_in_use"] == "oneshot"``) when demand
-    names an identity held by an active one-shot job, or one held by a final slot.
-    """
-    opts = job.options
-    if opts.kind is not JobKind.SLOT:
-        raise InvalidArgumentError("enqueue_slot takes a slot job: use JobBuilder.slot(...)")
-    now = ensure_aware(now, "now") if now is not None else utcnow()
-    row = build_row(replace(opts, unique=None), now)
-    if opts.demand:
-        row.update(state=JobState.AVAILABLE.value, scheduled_at=now, control_pending=True)
-    if conn is not None:
-        inserted, due = _enroll(db, conn, row, demand=opts.demand, now=now)
-    else:
-        with db.begin() as own:
-            inserted, due = _enroll(db, own, row, demand=opts.demand, now=now)
-    if due:
-        local_signal(db).wake(due)
-    return inserted
-
-
-def _insert_skipping_identity_conflict(db: Database) -> Any:
-    return db.upsert_insert(db.tables.job).on_conflict_do_nothing(
-        index_elements=["namespace", "scope", "identity_key"],
-        index_where=db.tables.job.c.identity_key.is_not(None),  # the index is partial
-    )
-
-
-def _enroll(
-    db: Database, conn: Connection, row: dict[str, Any], *, demand: bool, now: datetime
-) -> tuple[Inserted, str | None]:
-    """Insert or find the slot; returns what happened and the queue to wake (None: none)."""
-    job = db.tables.job
-    insert_stmt = _insert_skipping_identity_conflict(db).returning(job.c.id)
-    identity = (
-        job.c.namespace == row["namespace"],
-        job.c.scope == row["scope"],
-        job.c.identity_key == row["identity_key"],
-    )
-    for _ in range(_ENROLL_ATTEMPTS):
-        inserted_id = conn.execute(insert_stmt, row).scalar_one_or_none()
-        if inserted_id is not None:
-            notify_in_transaction(conn, db, row["queue"])
-            return Inserted(inserted_id, False, JobState(row["state"])), row["queue"]
-        lookup = select(job).where(*identity)
-        if db.is_postgresql:
-            lookup = lookup.with_for_update()
-        existing = conn.execute(lookup).one_or_none()
-        if existing is None:
-            continue  # purged between the two statements: insert again
-        state = JobState(existing.state)
-        if existing.kind == JobKind.ONESHOT.value and state in FINAL_STATES:
-            _release_identity(db, conn, existing, now)
-            continue
-        if not demand:
-            return Inserted(existing.id, True, state), None
-        if existing.kind == JobKind.ONESHOT.value:
-            raise ConflictError(
-                f"identity {'/'.join(_identity(existing))} is held by active one-shot job "
-                f"{existing.id}",
-                details={
-                    "identity_in_use": "oneshot",
-                    "job_id": str(existing.id),
-                    "state": state.value,
-                },
-            )
-        if state in FINAL_STATES:
-            raise ConflictError(
-                f"slot {'/'.join(_identity(existing))} is {state.value}; purge it first",
-                details={
-                    "identity_in_use": "slot",
-                    "job_id": str(existing.id),
-                    "state": state.value,
-                },
-            )
-        if (request := purge_request(existing.meta)) is not None:
-            raise ConflictError(
-                f"slot {'/'.join(_identity(existing))} is being purged ({request.describe()}): "
-                "enroll it again once the purge is done",
-                details={
-                    "identity_in_use": "slot",
-                    "purge_pending": True,
-                    "job_id": str(existing.id),
-                    "state": state.value,
-                },
-            )
-        values, new_state = wake_values(db, state, control=True, now=now, retry_now=False)
-        conn.execute(update(job).where(job.c.id == existing.id).values(**values))
-        notify_in_transaction(conn, db, existing.queue)
-        return Inserted(existing.id, True, new_state), existing.queue
-    raise ConflictError(
-        "slot enrollment kept conflicting with a job that vanished; retry",
-        details={"retry": True},
-    )
-
-
-def _identity(row: Row[Any]) -> tuple[str, str, str]:
-    return (row.namespace, row.scope, row.identity_key)
-
-
-def _release_identity(db: Database, conn: Connection, row: Row[Any], now: datetime) -> None:
-    """A final one-shot job gives up its identity (as finishing normally does)."""
-    job = db.tables.job
-    conn.execute(
-        update(job)
-        .where(job.c.id == row.id)
-        .values(
-            namespace=None,
-            scope=None,
-            identity_key=None,
-            meta={**(row.meta or {}), "identity": list(_identity(row))},
-            updated_at=now,
-        )
-    )
 
 
 @dataclass(frozen=True)
@@ -318,11 +182,9 @@ def _locked_slot(db: Database, conn: Connection, job_id: uuid.UUID) -> Row[Any]:
 
 
 def _set(db: Database, conn: Connection, job_id: uuid.UUID, values: dict[str, Any]) -> Job:
-    job = db.tables.job
-    row = conn.execute(
-        update(job).where(job.c.id == job_id).values(**values).returning(*job.c)
-    ).one()
-    return job_from_row(row)
+    moved = move_job(db, conn, job_id, values)
+    assert moved is not None  # locked by this transaction
+    return moved
 
 
 def disable_slot(

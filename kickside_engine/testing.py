@@ -26,8 +26,8 @@ from sqlalchemy import and_, func, or_, select, update
 
 from kickside_engine.api import claim, record
 from kickside_engine.clock import utcnow
-from kickside_engine.enqueue import _stored_args
 from kickside_engine.execution import execute_with_timeout
+from kickside_engine.job_row import stored_args
 from kickside_engine.lifecycle import ResultKind
 from kickside_engine.models import Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome
@@ -296,7 +296,7 @@ def perform_job(
     :class:`Done`). Exceptions propagate, so a test can assert on them.
     """
     spec = spec_of(worker)
-    stored = _stored_args(dict(args or {}))
+    stored = stored_args(dict(args or {}))
     now = utcnow()
     job = Job(
         id=uuid.uuid4(),

@@ -64,3 +64,19 @@ def require_storable_json(encoded: str, field: str) -> str:
     if reason is not None:
         raise InvalidArgumentError(f"{field} contain {reason}, which cannot be stored")
     return encoded
+
+
+#: A worker or queue name: a letter or _ first, then letters, digits and _ . : - /.
+NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-/]{0,254}$")
+
+
+def validate_name(value: object, field: str, *, max_length: int = 255) -> str:
+    """A worker or queue name: non-empty, printable, no spaces, at most ``max_length``."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{field} must be a non-empty string, got {value!r}")
+    if len(value) > max_length or not NAME_PATTERN.fullmatch(value):
+        raise InvalidArgumentError(
+            f"invalid {field} {value[:80]!r}: use letters, digits and _ . : - / "
+            f"(at most {max_length} characters, starting with a letter or _)"
+        )
+    return value

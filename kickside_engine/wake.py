@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, case, func, select, tuple_, update
+from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from kickside_engine.audit import Actor, record_audit
@@ -40,16 +40,26 @@ from kickside_engine.errors import (
     KicksideError,
     NotFoundError,
 )
-from kickside_engine.ids import require_uuid
+from kickside_engine.ids import parse_job_id
 from kickside_engine.models import FINAL_STATES, JobKind, JobState
 from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
-from kickside_engine.store.notify import channel_name, local_signal, notify_in_transaction
+from kickside_engine.store.jobs import (
+    Increment,
+    add_demand,
+    count_live_nodes,
+    ids_with_identities,
+    lock_job,
+    lock_jobs,
+    move_job,
+)
+from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.text import require_text
 
 #: A pool whose node row was refreshed this recently counts as live for :func:`nudge_workers`.
 NODE_FRESHNESS = timedelta(seconds=30)
-_CHUNK = 300
+#: What a fan-out wake reads of each slot row it locks.
+_WAKE_COLUMNS = ("id", "kind", "state", "namespace", "scope", "identity_key", "meta")
 
 _MADE_DUE = frozenset({JobState.PARKED, JobState.SCHEDULED, JobState.AVAILABLE})
 _PENDING = frozenset({JobState.SCHEDULED, JobState.AVAILABLE, JobState.RETRYABLE})
@@ -90,34 +100,19 @@ class WakeMultiResult:
     locked: int
 
 
-def parse_job_id(job_id: uuid.UUID | str, field: str = "job_id") -> uuid.UUID:
-    """A job id as a UUID; a malformed one is an :class:`InvalidArgumentError`."""
-    return require_uuid(job_id, field)
-
-
-def lock_job(db: Database, conn: Connection, job_id: uuid.UUID) -> Row[Any] | None:
-    """Read one job row and hold its lock until ``conn``'s transaction ends."""
-    job = db.tables.job
-    stmt = select(job).where(job.c.id == job_id)
-    if db.is_postgresql:
-        stmt = stmt.with_for_update()
-    return conn.execute(stmt).one_or_none()
-
-
 def wake_values(
-    db: Database, state: JobState, *, control: bool, now: datetime, retry_now: bool
+    state: JobState, *, control: bool, now: datetime, retry_now: bool
 ) -> tuple[dict[str, Any], JobState]:
     """The column values of an ordinary wake of a job in ``state``, and its state afterwards.
 
     ``retry_now`` makes a ``retryable`` job due as well (control wakes do).
     """
-    job = db.tables.job
     values: dict[str, Any] = {"updated_at": now}
     if control:
         values["control_pending"] = True
     else:
         values["demand_pending"] = True
-        values["demand_seq"] = job.c.demand_seq + 1
+        values["demand_seq"] = Increment(1)
     new_state = state
     if state in _MADE_DUE or (retry_now and state is JobState.RETRYABLE):
         new_state = JobState.AVAILABLE
@@ -191,9 +186,8 @@ def _wake(
     notify_in_transaction(conn, db, row.queue)
     if ensure_due and _already_due(state, row.scheduled_at, now):
         return WakeResult(job_id, state, woke=False, already_due=True), row.queue
-    values, new_state = wake_values(db, state, control=control, now=now, retry_now=control)
-    job = db.tables.job
-    conn.execute(update(job).where(job.c.id == job_id).values(**values))
+    values, new_state = wake_values(state, control=control, now=now, retry_now=control)
+    move_job(db, conn, job_id, values)
     return WakeResult(job_id, new_state, woke=True), row.queue
 
 
@@ -236,17 +230,12 @@ def wake_multi(
     now = ensure_aware(now, "now") if now is not None else utcnow()
     for key in wanted:
         notify_in_transaction(conn, db, key.payload())
-    job = db.tables.job
-    identity = tuple_(job.c.namespace, job.c.scope, job.c.identity_key)
-    candidates: set[uuid.UUID] = set()
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = [tuple(k) for k in wanted[start : start + _CHUNK]]
-        candidates.update(conn.execute(select(job.c.id).where(identity.in_(chunk))).scalars())
+    candidates = ids_with_identities(db, conn, wanted)
     if not candidates:
         return WakeMultiResult(woken=[], missing=wanted, locked=0)
     if completion is not None:
         candidates.add(completion)
-    locked = _lock_in_order(db, conn, sorted(candidates))
+    locked = lock_jobs(db, conn, sorted(candidates), _WAKE_COLUMNS)
     wanted_set = set(wanted)
     found: set[WakeKey] = set()
     to_wake: list[uuid.UUID] = []
@@ -261,7 +250,7 @@ def wake_multi(
             and purge_request(row.meta) is None  # a slot being purged never runs again
         ):
             to_wake.append(row.id)
-    queues = _demand(db, conn, to_wake, now)
+    queues = add_demand(db, conn, to_wake, made_due=_MADE_DUE, now=now)
     for queue in sorted(queues):
         notify_in_transaction(conn, db, queue)
     return WakeMultiResult(
@@ -269,61 +258,9 @@ def wake_multi(
     )
 
 
-def _lock_in_order(db: Database, conn: Connection, ids: list[uuid.UUID]) -> list[Any]:
-    job = db.tables.job
-    rows: list[Any] = []
-    for start in range(0, len(ids), _CHUNK):
-        stmt = (
-            select(
-                job.c.id,
-                job.c.kind,
-                job.c.state,
-                job.c.namespace,
-                job.c.scope,
-                job.c.identity_key,
-                job.c.meta,
-            )
-            .where(job.c.id.in_(ids[start : start + _CHUNK]))
-            .order_by(job.c.id)
-        )
-        if db.is_postgresql:
-            stmt = stmt.with_for_update()
-        rows.extend(conn.execute(stmt).all())
-    return rows
-
-
-def _demand(db: Database, conn: Connection, ids: list[uuid.UUID], now: datetime) -> set[str]:
-    """Ordinary demand for locked slot rows; returns the queues of rows now due."""
-    if not ids:
-        return set()
-    job = db.tables.job
-    made_due = job.c.state.in_([s.value for s in _MADE_DUE])
-    queues: set[str] = set()
-    for start in range(0, len(ids), _CHUNK):
-        rows = conn.execute(
-            update(job)
-            .where(job.c.id.in_(ids[start : start + _CHUNK]))
-            .values(
-                demand_pending=True,
-                demand_seq=job.c.demand_seq + 1,
-                state=case((made_due, JobState.AVAILABLE.value), else_=job.c.state),
-                scheduled_at=case((made_due, now), else_=job.c.scheduled_at),
-                updated_at=now,
-            )
-            .returning(job.c.queue, job.c.state)
-        ).all()
-        queues.update(r.queue for r in rows if r.state == JobState.AVAILABLE.value)
-    return queues
-
-
 def live_pools(db: Database, conn: Connection, now: datetime) -> int:
     """How many pools have refreshed their node row within :data:`NODE_FRESHNESS`."""
-    node = db.tables.node
-    return int(
-        conn.execute(
-            select(func.count()).where(node.c.heartbeat_at >= now - NODE_FRESHNESS)
-        ).scalar_one()
-    )
+    return count_live_nodes(db, conn, now - NODE_FRESHNESS)
 
 
 def nudge_workers(db: Database, *, now: datetime | None = None) -> int:
@@ -341,7 +278,7 @@ def nudge_workers(db: Database, *, now: datetime | None = None) -> int:
     try:
         if db.is_postgresql:
             with db.begin() as conn:
-                conn.execute(select(func.pg_notify(channel_name(db), "nudge")))
+                notify_in_transaction(conn, db, "nudge")
                 live = live_pools(db, conn, now)
         else:
             with db.read() as conn:

@@ -31,59 +31,26 @@ meta, where the CLI and the dashboard (which do not import the application) read
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, retry_policy
+from kickside_engine.builder import JobBuilder
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.outcomes import Outcome
-from kickside_engine.redact import key_words
+from kickside_engine.redact import sensitive_key_names
+from kickside_engine.text import validate_name
 from kickside_engine.uniqueness import Unique
 
 if TYPE_CHECKING:
-    from kickside_engine.enqueue import JobBuilder
     from kickside_engine.models import Job
 
 Perform = Callable[[Any, "Job"], Outcome | None]
 F = TypeVar("F", bound=Callable[..., Any])
 
-NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-/]{0,254}$")
 DEFAULT_TIMEOUT = timedelta(minutes=5)
-
-
-def validate_name(value: object, field: str, *, max_length: int = 255) -> str:
-    """A worker or queue name: non-empty, printable, no spaces, at most ``max_length``."""
-    if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(f"{field} must be a non-empty string, got {value!r}")
-    if len(value) > max_length or not NAME_PATTERN.fullmatch(value):
-        raise InvalidArgumentError(
-            f"invalid {field} {value[:80]!r}: use letters, digits and _ . : - / "
-            f"(at most {max_length} characters, starting with a letter or _)"
-        )
-    return value
-
-
-def sensitive_key_names(value: object, field: str = "sensitive_keys") -> frozenset[str]:
-    """Declared sensitive key names: a collection of non-empty names, each with a word in it.
-
-    Matching is by words (:func:`kickside_engine.redact.is_sensitive_key`), so ``"ssn"``
-    covers ``customer_ssn`` and ``customerSsn``.
-    """
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise InvalidArgumentError(
-            f"{field} must be a collection of key names (e.g. {{'ssn'}}), got {value!r}"
-        )
-    names = set()
-    for name in value:
-        if not isinstance(name, str) or not 0 < len(name) <= 255 or not key_words(name):
-            raise InvalidArgumentError(
-                f"{field} must hold key names (letters or digits, at most 255), got {name!r}"
-            )
-        names.add(name)
-    return frozenset(names)
 
 
 @dataclass(frozen=True)
@@ -135,8 +102,6 @@ class WorkerSpec:
 
     def new(self, args: Any = None) -> JobBuilder:
         """A job builder for this worker, carrying its defaults."""
-        from kickside_engine.enqueue import JobBuilder
-
         return JobBuilder.for_worker(self, args)
 
     def decode_args(self, args: dict[str, Any]) -> Any:

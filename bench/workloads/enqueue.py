@@ -22,7 +22,8 @@ from bench.targets import reset
 from bench.workloads.common import Context, Measurement, median, percentile, state_counts
 from kickside_engine import Database, JobBuilder, enqueue_fanout, enqueue_many
 from kickside_engine.clock import utcnow
-from kickside_engine.enqueue import _copy_rows, build_row
+from kickside_engine.job_row import build_row
+from kickside_engine.store.inserts import copy_rows as _copy_rows
 from kickside_engine.store.notify import notify_in_transaction
 
 BULK_JOBS = 20_000

@@ -43,8 +43,9 @@ from typing import Any
 from cronsim import CronSim, CronSimError
 from sqlalchemy import update
 
+from kickside_engine.builder import JobBuilder
 from kickside_engine.clock import ensure_aware
-from kickside_engine.enqueue import JobBuilder, enqueue
+from kickside_engine.enqueue import enqueue
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import Inserted
 from kickside_engine.redact import redact_text

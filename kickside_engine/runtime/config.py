@@ -12,7 +12,8 @@ from typing import Literal
 
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.plugins.cron import Recurring, validate_schedule
-from kickside_engine.workers import WorkerRegistry, validate_name
+from kickside_engine.text import validate_name
+from kickside_engine.workers import WorkerRegistry
 
 DEFAULT_QUEUES = "default:10,mailers:5"
 #: The shortest lease a pool takes: it renews every third of it, and stops a job about a

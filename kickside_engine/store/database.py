@@ -129,6 +129,20 @@ class Database:
             yield conn
 
     @contextlib.contextmanager
+    def transaction(self, conn: Connection | None = None) -> Iterator[Connection]:
+        """``conn``, the caller's connection in its own transaction (neither committed nor
+        rolled back here), or else a write transaction of this call's own (:meth:`begin`).
+
+        The one spelling of "use the caller's transaction, or begin one" that every public
+        function taking ``conn=None`` follows.
+        """
+        if conn is not None:
+            yield conn
+            return
+        with self.begin() as own:
+            yield own
+
+    @contextlib.contextmanager
     def autocommit(self) -> Iterator[Connection]:
         """A connection on which each statement commits by itself (one round trip, no BEGIN).
 

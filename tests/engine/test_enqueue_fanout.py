@@ -21,8 +21,8 @@ from kickside_engine import (
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.control import JobFilter, list_jobs
-from kickside_engine.enqueue import COPY_FROM_ROWS
 from kickside_engine.redact import REDACTED
+from kickside_engine.store.inserts import COPY_FROM_ROWS
 from kickside_engine.uniqueness import Unique
 
 from .test_enqueue_many_rows import AWKWARD

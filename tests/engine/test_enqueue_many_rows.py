@@ -16,7 +16,7 @@ from kickside_engine import (
     enqueue_many,
     get_job,
 )
-from kickside_engine.enqueue import COPY_FROM_ROWS
+from kickside_engine.store.inserts import COPY_FROM_ROWS
 
 AWKWARD = [
     "tab\there",

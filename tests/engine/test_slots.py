@@ -486,7 +486,7 @@ def test_slot_actions_refuse_other_jobs(db: Database) -> None:
         assert refused.value.details["kind"] == "oneshot"
         with pytest.raises(NotFoundError):
             action(db, uuid.uuid4())
-        with pytest.raises(InvalidArgumentError, match="job_id"):
+        with pytest.raises(InvalidArgumentError, match="job id"):
             action(db, "nope")
 
 

@@ -143,7 +143,7 @@ def test_finished_absent_and_malformed_jobs_are_refused(db: Database) -> None:
     assert raised.value.details == {"state": "completed"}
     with pytest.raises(NotFoundError):
         wake_job(db, uuid.uuid4())
-    with pytest.raises(InvalidArgumentError, match="job_id"):
+    with pytest.raises(InvalidArgumentError, match="job id"):
         wake_job(db, "not-a-uuid")
 
 

@@ -1,0 +1,168 @@
+"""Job rows as the engine's operations touch them: locked, read, moved and deleted by id.
+
+Every operation that changes a job it has looked at (a wake, an operator's action, a slot's
+enrolment, a purge) locks the row first with :func:`lock_job`: ``FOR UPDATE`` on PostgreSQL,
+and on SQLite the write transaction's lock, which is held already. It then decides, and moves
+the row with :func:`move_job`. Values may be plain, or :class:`Increment` for a counter the
+database adds to (so a concurrent change is never lost).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, case, delete, func, select, tuple_, update
+
+from kickside_engine.models import Job, JobState
+from kickside_engine.store.database import Database
+from kickside_engine.store.rows import job_from_row
+
+#: Ids (or identities) per statement: well under every backend's parameter limit.
+CHUNK = 300
+
+
+@dataclass(frozen=True)
+class Increment:
+    """A column value computed by the database: the column's value plus ``by``."""
+
+    by: int = 1
+
+
+def column_values(db: Database, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` as SQLAlchemy takes them: an :class:`Increment` becomes ``column + by``."""
+    job = db.tables.job
+    return {
+        name: job.c[name] + value.by if isinstance(value, Increment) else value
+        for name, value in values.items()
+    }
+
+
+def lock_job(db: Database, conn: Connection, job_id: uuid.UUID) -> Row[Any] | None:
+    """Read one job row and hold its lock until ``conn``'s transaction ends (None: no job)."""
+    job = db.tables.job
+    stmt = select(job).where(job.c.id == job_id)
+    if db.is_postgresql:
+        stmt = stmt.with_for_update()
+    return conn.execute(stmt).one_or_none()
+
+
+def lock_jobs(
+    db: Database, conn: Connection, ids: Sequence[uuid.UUID], columns: Sequence[str]
+) -> list[Row[Any]]:
+    """Lock these jobs in one global order (by id), so that transactions locking overlapping
+    sets never deadlock; returns ``columns`` of each row found."""
+    job = db.tables.job
+    ordered = sorted(set(ids))
+    rows: list[Row[Any]] = []
+    for start in range(0, len(ordered), CHUNK):
+        stmt = (
+            select(*(job.c[name] for name in columns))
+            .where(job.c.id.in_(ordered[start : start + CHUNK]))
+            .order_by(job.c.id)
+        )
+        if db.is_postgresql:
+            stmt = stmt.with_for_update()
+        rows.extend(conn.execute(stmt).all())
+    return rows
+
+
+def read_job(db: Database, conn: Connection, job_id: uuid.UUID) -> Job | None:
+    """The job with this id as ``conn`` sees it (no lock), or None."""
+    job = db.tables.job
+    row = conn.execute(select(job).where(job.c.id == job_id)).one_or_none()
+    return job_from_row(row) if row is not None else None
+
+
+def move_job(
+    db: Database,
+    conn: Connection,
+    job_id: uuid.UUID,
+    values: Mapping[str, Any],
+    *,
+    states: Iterable[JobState] | None = None,
+) -> Job | None:
+    """Set ``values`` on the job (only while it is in one of ``states``, when given); returns
+    the job as it is now, or None when it did not match."""
+    job = db.tables.job
+    stmt = update(job).where(job.c.id == job_id)
+    if states is not None:
+        stmt = stmt.where(job.c.state.in_([s.value for s in states]))
+    row = conn.execute(stmt.values(**column_values(db, values)).returning(*job.c)).one_or_none()
+    return job_from_row(row) if row is not None else None
+
+
+def delete_job(db: Database, conn: Connection, job_id: uuid.UUID) -> None:
+    """Delete the job row and its run history."""
+    job, run = db.tables.job, db.tables.job_run
+    conn.execute(delete(run).where(run.c.job_id == job_id))
+    conn.execute(delete(job).where(job.c.id == job_id))
+
+
+def lock_identity(
+    db: Database, conn: Connection, identity: tuple[str, str, str]
+) -> Row[Any] | None:
+    """The job holding ``(namespace, scope, key)``, locked (None: no job holds it)."""
+    job = db.tables.job
+    stmt = select(job).where(
+        job.c.namespace == identity[0],
+        job.c.scope == identity[1],
+        job.c.identity_key == identity[2],
+    )
+    if db.is_postgresql:
+        stmt = stmt.with_for_update()
+    return conn.execute(stmt).one_or_none()
+
+
+def ids_with_identities(
+    db: Database, conn: Connection, identities: Sequence[tuple[str, str, str]]
+) -> set[uuid.UUID]:
+    """The ids of the jobs holding any of these identities (no lock)."""
+    job = db.tables.job
+    identity = tuple_(job.c.namespace, job.c.scope, job.c.identity_key)
+    found: set[uuid.UUID] = set()
+    for start in range(0, len(identities), CHUNK):
+        chunk = [tuple(i) for i in identities[start : start + CHUNK]]
+        found.update(conn.execute(select(job.c.id).where(identity.in_(chunk))).scalars())
+    return found
+
+
+def add_demand(
+    db: Database,
+    conn: Connection,
+    ids: Sequence[uuid.UUID],
+    *,
+    made_due: Iterable[JobState],
+    now: datetime,
+) -> set[str]:
+    """Ordinary demand for locked slot rows: ``demand_pending`` set, ``demand_seq`` bumped, and
+    a row in one of ``made_due`` due now; returns the queues of the rows now available."""
+    if not ids:
+        return set()
+    job = db.tables.job
+    due = job.c.state.in_([s.value for s in made_due])
+    queues: set[str] = set()
+    for start in range(0, len(ids), CHUNK):
+        rows = conn.execute(
+            update(job)
+            .where(job.c.id.in_(ids[start : start + CHUNK]))
+            .values(
+                demand_pending=True,
+                demand_seq=job.c.demand_seq + 1,
+                state=case((due, JobState.AVAILABLE.value), else_=job.c.state),
+                scheduled_at=case((due, now), else_=job.c.scheduled_at),
+                updated_at=now,
+            )
+            .returning(job.c.queue, job.c.state)
+        ).all()
+        queues.update(r.queue for r in rows if r.state == JobState.AVAILABLE.value)
+    return queues
+
+
+def count_live_nodes(db: Database, conn: Connection, since: datetime) -> int:
+    """How many nodes have refreshed their row since ``since``."""
+    node = db.tables.node
+    return int(conn.execute(select(func.count()).where(node.c.heartbeat_at >= since)).scalar_one())
