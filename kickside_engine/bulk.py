@@ -43,6 +43,7 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import Job, JobState
 from kickside_engine.queries import JobFilter, filter_clause
 from kickside_engine.store.database import Database
+from kickside_engine.store.jobs import lock_jobs
 from kickside_engine.store.notify import local_signal
 from kickside_engine.store.rows import job_from_row
 
@@ -242,7 +243,6 @@ def bulk_apply(
     _check_int(batch, "batch", 1, MAX_BATCH)
     now = ensure_aware(now, "now")
     qualifying = _qualifying(action, preview.flt, preview.include_completed)
-    job = db.tables.job
     ids = list(preview.job_ids())
     changed = moved_on = 0
     for number, start in enumerate(range(0, len(ids), batch), 1):
@@ -251,9 +251,7 @@ def bulk_apply(
         with db.begin() as conn:
             # Lock in id order (no deadlock between two bulks), then re-check each job: it may
             # have moved on since the preview.
-            rows = conn.execute(
-                select(job).where(job.c.id.in_(chunk)).order_by(job.c.id).with_for_update()
-            ).all()
+            rows = lock_jobs(db, conn, chunk)
             done: list[str] = []
             for current in map(job_from_row, rows):
                 if current.state not in qualifying:

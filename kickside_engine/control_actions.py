@@ -14,11 +14,12 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import ConflictError, NotFoundError
+from kickside_engine.ids import parse_job_id
 from kickside_engine.lifecycle import final_values_of
 from kickside_engine.models import (
     FINAL_STATES,
@@ -29,9 +30,10 @@ from kickside_engine.models import (
     RunOutcome,
 )
 from kickside_engine.purge import purge_request
-from kickside_engine.queries import parse_job_id
 from kickside_engine.redact import redact_text
 from kickside_engine.store.database import Database
+from kickside_engine.store.jobs import delete_job as delete_job_row
+from kickside_engine.store.jobs import lock_job, move_job
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.store.settle import settle_open_run
@@ -102,10 +104,9 @@ def apply_job_action(
     """Apply a checked ``action`` to ``job`` as read in this transaction; no audit row.
 
     The update is guarded by the state (and lease token) that was read, so it returns None
-    when the job changed meanwhile. Callers lock the row first (see :func:`lock_job`).
+    when the job changed meanwhile. Callers lock the row first (see :func:`locked_job`).
     """
     target = ACTION_TARGETS[action]
-    table = db.tables.job
     values: dict[str, Any] = {"state": target.value, "updated_at": now}
     if target is JobState.AVAILABLE:
         values.update(
@@ -119,15 +120,13 @@ def apply_job_action(
             values["max_attempts"] = job.attempt + 1
     else:
         values.update(final_values_of(job, target, now))
-    guard = [table.c.id == job.id, table.c.state == job.state.value]
+    guard: dict[str, Any] = {"state": job.state.value}
     token = job.lease_token if job.state is JobState.EXECUTING else None
     if token is not None:
         values.update(lease_token=None, lease_expires_at=None)
-        guard.append(table.c.lease_token == token)
-    row = conn.execute(
-        update(table).where(*guard).values(**values).returning(*table.c)
-    ).one_or_none()
-    if row is None:
+        guard["lease_token"] = token
+    moved = move_job(db, conn, job.id, values, where=guard)
+    if moved is None:
         return None
     if token is not None:
         settle_open_run(
@@ -142,13 +141,12 @@ def apply_job_action(
         notify_in_transaction(conn, db, f"cancel:{job.id}")
     if target is JobState.AVAILABLE:
         notify_in_transaction(conn, db, job.queue)
-    return job_from_row(row)
+    return moved
 
 
-def lock_job(conn: Connection, db: Database, job_id: uuid.UUID) -> Job:
+def locked_job(conn: Connection, db: Database, job_id: uuid.UUID) -> Job:
     """Read a job for update in this transaction; NotFoundError when it does not exist."""
-    table = db.tables.job
-    row = conn.execute(select(table).where(table.c.id == job_id).with_for_update()).one_or_none()
+    row = lock_job(db, conn, job_id)
     if row is None:
         raise NotFoundError(f"job {job_id} not found")
     return job_from_row(row)
@@ -173,7 +171,7 @@ def _job_action(
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
     with db.begin() as conn:
-        current = lock_job(conn, db, parsed)
+        current = locked_job(conn, db, parsed)
         check_action(current, action)
         changed = apply_job_action(conn, db, current, action, actor, now)
         if changed is None:
@@ -216,9 +214,8 @@ def delete_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetim
     """Delete a job that is not executing, with its run history; returns it as it was."""
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
-    job, run = db.tables.job, db.tables.job_run
     with db.begin() as conn:
-        current = lock_job(conn, db, parsed)
+        current = locked_job(conn, db, parsed)
         if current.state is JobState.EXECUTING:
             raise ConflictError(
                 f"cannot delete job {parsed}: it is executing (cancel it first)",
@@ -226,8 +223,7 @@ def delete_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetim
             )
         # Explicitly rather than by ON DELETE CASCADE: a host's SQLite engine may run with
         # foreign keys off.
-        conn.execute(delete(run).where(run.c.job_id == parsed))
-        conn.execute(delete(job).where(job.c.id == parsed))
+        delete_job_row(db, conn, parsed)
         details = _audit_details(current, None)
         record_audit(conn, db, actor, "delete", "job", str(parsed), details, now)
     return current

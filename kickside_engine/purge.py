@@ -38,13 +38,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, select, update
+from sqlalchemy import Connection
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.models import PURGE_META_KEY, JobKind, JobState
 from kickside_engine.store.database import Database
+from kickside_engine.store.history import delete_settled_runs, has_runs
+from kickside_engine.store.jobs import delete_job, lock_identity, move_job
 from kickside_engine.text import require_text
 
 RUNS_PER_CALL = 100
@@ -174,16 +176,10 @@ def purge_slot(
 
 
 def _slot_row(db: Database, conn: Connection, identity: tuple[str, str, str]) -> Any:
-    job = db.tables.job
-    stmt = select(job).where(
-        job.c.namespace == identity[0],
-        job.c.scope == identity[1],
-        job.c.identity_key == identity[2],
-        job.c.kind == JobKind.SLOT.value,
-    )
-    if db.is_postgresql:
-        stmt = stmt.with_for_update()
-    return conn.execute(stmt).one_or_none()
+    """The slot holding ``identity``, locked; None when none does (a one-shot job holding it
+    is not a slot)."""
+    row = lock_identity(db, conn, identity)
+    return row if row is not None and row.kind == JobKind.SLOT.value else None
 
 
 def _hold(db: Database, conn: Connection, slot: Any, now: datetime, actor: Actor | None) -> None:
@@ -201,8 +197,7 @@ def _hold(db: Database, conn: Connection, slot: Any, now: datetime, actor: Actor
     if slot.state in _WAITING:
         values.update(state=JobState.PARKED.value, attempt=0, scheduled_at=now)
     if values:
-        job = db.tables.job
-        conn.execute(update(job).where(job.c.id == slot.id).values(**values, updated_at=now))
+        move_job(db, conn, slot.id, {**values, "updated_at": now})
 
 
 def _purge_page(
@@ -212,26 +207,17 @@ def _purge_page(
     now: datetime,
     actor: Actor | None,
 ) -> PurgeResult | _Pending:
-    job = db.tables.job
-    run = db.tables.job_run
     slot = _slot_row(db, conn, identity)
     if slot is None:
         return PurgeResult(False)
     job_id: uuid.UUID = slot.id
     _hold(db, conn, slot, now, actor)
-    settled = run.c.job_id == job_id, run.c.finished_at.is_not(None)
-    page = list(
-        conn.execute(
-            select(run.c.id).where(*settled).order_by(run.c.id).limit(RUNS_PER_CALL)
-        ).scalars()
-    )
-    if page:
-        conn.execute(delete(run).where(run.c.id.in_(page)))
+    deleted = delete_settled_runs(db, conn, job_id, RUNS_PER_CALL)
     name = "/".join(identity)
-    base = {"cleanup_pending": True, "runs_deleted": len(page), "job_id": str(job_id)}
-    if conn.execute(select(exists().where(*settled))).scalar():
+    base = {"cleanup_pending": True, "runs_deleted": deleted, "job_id": str(job_id)}
+    if has_runs(db, conn, job_id, settled=True):
         return _Pending(
-            f"slot {name}: deleted {len(page)} settled runs, more remain; call again",
+            f"slot {name}: deleted {deleted} settled runs, more remain; call again",
             {**base, "needs_continue": True},
         )
     leased = slot.state == JobState.EXECUTING.value or (
@@ -244,14 +230,13 @@ def _purge_page(
             f"slot {name} is running: purge it again after its lease is released",
             {**base, "wait_for": "lease_release"},
         )
-    unsettled = run.c.job_id == job_id, run.c.finished_at.is_(None)
-    if conn.execute(select(exists().where(*unsettled))).scalar():
+    if has_runs(db, conn, job_id, settled=False):
         return _Pending(
             f"slot {name} has unsettled run history: purge it again once it is settled",
             {**base, "wait_for": "run_history_settlement"},
         )
-    conn.execute(delete(job).where(job.c.id == job_id))
-    return PurgeResult(True, runs_deleted=len(page))
+    delete_job(db, conn, job_id)
+    return PurgeResult(True, runs_deleted=deleted)
 
 
 def withdraw_purge(
@@ -275,8 +260,7 @@ def withdraw_purge(
         if slot is None or purge_request(slot.meta) is None:
             return False
         meta = {k: v for k, v in (slot.meta or {}).items() if k != PURGE_META_KEY}
-        job = db.tables.job
-        conn.execute(update(job).where(job.c.id == slot.id).values(meta=meta, updated_at=now))
+        move_job(db, conn, slot.id, {"meta": meta, "updated_at": now})
         if actor is not None:
             details = {"job_id": str(slot.id)}
             record_audit(

@@ -51,16 +51,20 @@ def lock_job(db: Database, conn: Connection, job_id: uuid.UUID) -> Row[Any] | No
 
 
 def lock_jobs(
-    db: Database, conn: Connection, ids: Sequence[uuid.UUID], columns: Sequence[str]
+    db: Database,
+    conn: Connection,
+    ids: Sequence[uuid.UUID],
+    columns: Sequence[str] | None = None,
 ) -> list[Row[Any]]:
     """Lock these jobs in one global order (by id), so that transactions locking overlapping
-    sets never deadlock; returns ``columns`` of each row found."""
+    sets never deadlock; returns ``columns`` (default: all) of each row found, by id."""
     job = db.tables.job
     ordered = sorted(set(ids))
+    selected = [job.c[name] for name in columns] if columns is not None else list(job.c)
     rows: list[Row[Any]] = []
     for start in range(0, len(ordered), CHUNK):
         stmt = (
-            select(*(job.c[name] for name in columns))
+            select(*selected)
             .where(job.c.id.in_(ordered[start : start + CHUNK]))
             .order_by(job.c.id)
         )
@@ -84,13 +88,16 @@ def move_job(
     values: Mapping[str, Any],
     *,
     states: Iterable[JobState] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> Job | None:
-    """Set ``values`` on the job (only while it is in one of ``states``, when given); returns
-    the job as it is now, or None when it did not match."""
+    """Set ``values`` on the job, only while it is in one of ``states`` and its columns equal
+    ``where``, when given; returns the job as it is now, or None when it did not match."""
     job = db.tables.job
     stmt = update(job).where(job.c.id == job_id)
     if states is not None:
         stmt = stmt.where(job.c.state.in_([s.value for s in states]))
+    for name, value in (where or {}).items():
+        stmt = stmt.where(job.c[name] == value)
     row = conn.execute(stmt.values(**column_values(db, values)).returning(*job.c)).one_or_none()
     return job_from_row(row) if row is not None else None
 
