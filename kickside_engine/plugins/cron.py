@@ -41,7 +41,6 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from cronsim import CronSim, CronSimError
-from sqlalchemy import update
 
 from kickside_engine.builder import JobBuilder
 from kickside_engine.clock import ensure_aware
@@ -50,6 +49,7 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import Inserted
 from kickside_engine.redact import redact_text
 from kickside_engine.store.database import Database
+from kickside_engine.store.maintenance import attach_cron_job, record_cron_run
 from kickside_engine.store.notify import local_signal
 
 log = logging.getLogger("kickside.plugins.cron")
@@ -259,24 +259,16 @@ def cron_tick(db: Database, entries: Sequence[Recurring], now: datetime) -> list
 def _claim_and_enqueue(
     db: Database, key: str, run_at: datetime, builder: JobBuilder, now: datetime
 ) -> CronFire | None:
-    table = db.tables.recurring_execution
     with db.begin() as conn:
-        execution_id = conn.execute(
-            _insert_ignoring_conflict(db).returning(table.c.id), {"key": key, "run_at": run_at}
-        ).scalar_one_or_none()
-        if execution_id is None:
+        run_id = record_cron_run(db, conn, key, run_at)
+        if run_id is None:
             return None  # another node (or an earlier tick) owns this run
         inserted: Inserted = enqueue(db, builder, conn=conn, now=now)
-        conn.execute(update(table).where(table.c.id == execution_id).values(job_id=inserted.id))
+        attach_cron_job(db, conn, run_id, inserted.id)
     if not inserted.duplicate:
         # enqueue woke local pools before our commit; wake them again now the job is visible.
         local_signal(db).wake(builder.options.queue)
     return CronFire(key=key, run_at=run_at, job_id=inserted.id, duplicate=inserted.duplicate)
-
-
-def _insert_ignoring_conflict(db: Database) -> Any:
-    table = db.tables.recurring_execution
-    return db.upsert_insert(table).on_conflict_do_nothing(index_elements=["key", "run_at"])
 
 
 class SchedulePublication:

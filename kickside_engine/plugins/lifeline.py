@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
@@ -31,9 +31,10 @@ from kickside_engine.lifecycle import MAX_ERRORS, clean_error, final_values
 from kickside_engine.models import JobKind, JobState, RunOutcome
 from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
+from kickside_engine.store.jobs import Increment, move_job
+from kickside_engine.store.maintenance import lock_expired_leases
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.settle import settle_open_run
-from kickside_engine.store.tables import state_literal
 
 log = logging.getLogger("kickside.plugins.lifeline")
 BATCH = 1_000
@@ -57,20 +58,11 @@ def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> Rescue
     now = ensure_aware(now, "now")
     if batch < 1:
         raise InvalidArgumentError(f"batch must be at least 1, got {batch}")
-    job = db.tables.job
-    expired = (
-        select(*(job.c[f.name] for f in fields(_Expired)))
-        .where(job.c.state == state_literal(JobState.EXECUTING), job.c.lease_expires_at < now)
-        .order_by(job.c.lease_expires_at, job.c.id)
-        .limit(batch)
-    )
-    if db.is_postgresql:
-        expired = expired.with_for_update(skip_locked=True)
     rescued: list[uuid.UUID] = []
     discarded: list[uuid.UUID] = []
     queues: set[str] = set()
     with db.begin() as conn:
-        for found in conn.execute(expired).all():
+        for found in lock_expired_leases(db, conn, now, batch, _EXPIRED_COLUMNS):
             row = _Expired(**found._asdict())
             discard = _out_of_attempts(row)
             if not _rescue_one(db, conn, row, now, discard=discard):
@@ -111,6 +103,9 @@ class _Expired:
     identity_key: str | None
 
 
+_EXPIRED_COLUMNS = tuple(f.name for f in fields(_Expired))
+
+
 def _out_of_attempts(row: _Expired) -> bool:
     return row.kind != JobKind.SLOT.value and row.attempt >= row.max_attempts
 
@@ -119,10 +114,9 @@ def _rescue_one(
     db: Database, conn: Connection, row: _Expired, now: datetime, *, discard: bool
 ) -> bool:
     """Move one expired job out of ``executing`` and settle its run; False if it moved already."""
-    job = db.tables.job
     reason = clean_error(f"lease expired on node {row.lease_owner}")
     values: dict[str, Any] = {
-        "rescue_count": job.c.rescue_count + 1,
+        "rescue_count": Increment(1),
         "lease_token": None,
         "lease_expires_at": None,
         "updated_at": now,
@@ -134,18 +128,8 @@ def _rescue_one(
     else:
         values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
     # Fenced by the old token: a concurrent Lifeline (or the holder finishing) wins cleanly.
-    result = conn.execute(
-        update(job)
-        .where(
-            and_(
-                job.c.id == row.id,
-                job.c.state == JobState.EXECUTING.value,
-                job.c.lease_token == row.lease_token,
-            )
-        )
-        .values(**values)
-    )
-    if result.rowcount != 1:
+    fence = {"state": JobState.EXECUTING.value, "lease_token": row.lease_token}
+    if move_job(db, conn, row.id, values, where=fence) is None:
         return False
     settle_open_run(
         db, conn, lease_token=row.lease_token, outcome=RunOutcome.RESCUED, now=now, error=reason

@@ -11,19 +11,15 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
-
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
-from kickside_engine.models import FINAL_STATES
 from kickside_engine.store.database import Database
+from kickside_engine.store.maintenance import delete_final_jobs, delete_recurring_runs
 
 log = logging.getLogger("kickside.plugins.pruner")
 DEFAULT_MAX_AGE = timedelta(days=7)
 BATCH = 1_000
 MAX_BATCHES = 10
-
-_FINAL = sorted(state.value for state in FINAL_STATES)
 
 
 def prune(
@@ -43,31 +39,15 @@ def prune(
     _check_positive(batch=batch, max_batches=max_batches)
     if max_age < timedelta(0):
         raise InvalidArgumentError(f"max_age must not be negative, got {max_age}")
-    job = db.tables.job
     try:
         cutoff = now - max_age
     except OverflowError:
         return 0  # older than year 1: nothing can be that old
-    old = (
-        select(job.c.id)
-        .where(job.c.state.in_(_FINAL), job.c.finalized_at < cutoff)
-        .order_by(job.c.finalized_at)
-        .limit(batch)
-    )
-    if db.is_postgresql:
-        # Concurrent pruners on other nodes take other rows instead of waiting on these.
-        old = old.with_for_update(skip_locked=True)
     total = 0
     for _ in range(max_batches):
-        with db.begin() as conn:
-            ids = list(conn.execute(old).scalars())
-            if ids:
-                total += conn.execute(
-                    delete(job).where(
-                        job.c.id.in_(ids), job.c.state.in_(_FINAL), job.c.finalized_at < cutoff
-                    )
-                ).rowcount
-        if len(ids) < batch:
+        selected, deleted = delete_final_jobs(db, cutoff, batch)
+        total += deleted
+        if selected < batch:
             break
     if total:
         log.debug("pruned jobs", extra={"plugin": "pruner", "count": total})
@@ -85,9 +65,7 @@ def prune_recurring_executions(
     if max_age < timedelta(minutes=2):
         # Younger rows still stop a second node from firing the same run.
         raise InvalidArgumentError(f"max_age must be at least 2 minutes, got {max_age}")
-    table = db.tables.recurring_execution
-    with db.begin() as conn:
-        count = conn.execute(delete(table).where(table.c.run_at < now - max_age)).rowcount
+    count = delete_recurring_runs(db, now - max_age)
     if count:
         log.debug("pruned recurring executions", extra={"plugin": "pruner", "count": count})
     return count
