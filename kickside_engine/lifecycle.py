@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, literal_column, or_, true
-
 from kickside_engine.backoff import DEFAULT_BACKOFF, MAX_DELAY, Backoff
 from kickside_engine.models import ClaimedJob, Job, JobKind, JobState, RunOutcome
 from kickside_engine.redact import declared_sensitive_keys, redact_text, truncate
+from kickside_engine.store.jobs import AvailableIfWoken
 from kickside_engine.store.settle import Settlement
 
 MAX_ERRORS = 20
@@ -195,17 +194,10 @@ def _slot_after_success(
     always rearms the slot. The choice is made in SQL against the row as it is at the update,
     because demand may be committed by others until that very moment.
     """
-    control: ColumnElement[Any] = literal_column("control_pending")
-    demand: ColumnElement[Any] = literal_column("demand_pending")
     values: dict[str, Any] = {"attempt": 0, "scheduled_at": now}
     if result.demand_satisfied or result.park:
         values["demand_pending"] = False
-        values["state"] = case(
-            (control == true(), JobState.AVAILABLE.value), else_=JobState.PARKED.value
-        )
+        values["state"] = AvailableIfWoken(("control_pending",))
     else:
-        values["state"] = case(
-            (or_(control == true(), demand == true()), JobState.AVAILABLE.value),
-            else_=JobState.PARKED.value,
-        )
+        values["state"] = AvailableIfWoken(("control_pending", "demand_pending"))
     return values

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, case, delete, func, select, tuple_, update
+from sqlalchemy import Connection, Row, case, delete, func, or_, select, true, tuple_, update
 
 from kickside_engine.models import Job, JobState
 from kickside_engine.store.database import Database
@@ -25,18 +25,42 @@ from kickside_engine.store.rows import job_from_row
 CHUNK = 300
 
 
+class Computed:
+    """A column value the database computes at the update, from the row as it is then."""
+
+    def expression(self, job: Any, column: str) -> Any:
+        """The SQL expression for ``column`` of the job table ``job``."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Increment:
-    """A column value computed by the database: the column's value plus ``by``."""
+class Increment(Computed):
+    """The column's value plus ``by`` (a counter: a concurrent change is never lost)."""
 
     by: int = 1
 
+    def expression(self, job: Any, column: str) -> Any:
+        return job.c[column] + self.by
+
+
+@dataclass(frozen=True)
+class AvailableIfWoken(Computed):
+    """``available`` if one of the ``wakes`` flag columns (``control_pending``,
+    ``demand_pending``) is set on the row at the update, else ``parked``: decided in the
+    update itself, because wakes may be committed by others until that very moment."""
+
+    wakes: tuple[str, ...]
+
+    def expression(self, job: Any, column: str) -> Any:
+        woken = or_(*(job.c[flag] == true() for flag in self.wakes))
+        return case((woken, JobState.AVAILABLE.value), else_=JobState.PARKED.value)
+
 
 def column_values(db: Database, values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` as SQLAlchemy takes them: an :class:`Increment` becomes ``column + by``."""
+    """``values`` as SQLAlchemy takes them, each :class:`Computed` value as its expression."""
     job = db.tables.job
     return {
-        name: job.c[name] + value.by if isinstance(value, Increment) else value
+        name: value.expression(job, name) if isinstance(value, Computed) else value
         for name, value in values.items()
     }
 

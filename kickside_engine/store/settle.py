@@ -25,6 +25,7 @@ from sqlalchemy.sql.elements import ClauseElement
 
 from kickside_engine.models import PURGE_META_KEY, JobState, RunOutcome
 from kickside_engine.store.database import Database
+from kickside_engine.store.jobs import Computed, column_values
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,9 @@ def _respecting_purges(
 
 def _fenced_update(db: Database, s: Settlement) -> tuple[Any, dict[str, Any]]:
     """The cached fenced job update for this settlement's shape, and its parameters."""
-    bound = {k: v for k, v in s.values.items() if not isinstance(v, ClauseElement)}
-    exprs = {k: v for k, v in s.values.items() if isinstance(v, ClauseElement)}
+    values = column_values(db, s.values)
+    bound = {k: v for k, v in values.items() if not isinstance(v, ClauseElement)}
+    exprs = {k: v for k, v in values.items() if isinstance(v, ClauseElement)}
     shape = (
         db.tables,
         tuple(sorted(bound)),
@@ -337,7 +339,7 @@ def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSett
     keys = tuple(sorted(settlements[0].values))
     for s in settlements:
         if tuple(sorted(s.values)) != keys or any(
-            isinstance(v, ClauseElement) for v in s.values.values()
+            isinstance(v, ClauseElement | Computed) for v in s.values.values()
         ):
             return None
     if any(k not in _PG_TYPES for k in keys):
