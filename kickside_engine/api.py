@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, validate_retry_after_ms
 from kickside_engine.clock import ensure_aware, utcnow
@@ -21,8 +21,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_fo
 from kickside_engine.models import ClaimedJob, Job, JobState
 from kickside_engine.store.claims import DEFAULT_LEASE, claim_jobs
 from kickside_engine.store.database import Database
-from kickside_engine.store.id_sets import id_in
-from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.jobs import read_job, read_states
 from kickside_engine.store.settle import Settlement, settle
 from kickside_engine.workers import WorkerRegistry
 
@@ -37,13 +36,10 @@ def get_job(db: Database, job_id: uuid.UUID | str, *, conn: Connection | None = 
     parsed = parse_uuid(job_id)
     if parsed is None:
         return None
-    stmt = select(db.tables.job).where(db.tables.job.c.id == parsed)
     if conn is not None:
-        row = conn.execute(stmt).one_or_none()
-    else:
-        with db.read() as own:
-            row = own.execute(stmt).one_or_none()
-    return job_from_row(row) if row is not None else None
+        return read_job(db, conn, parsed)
+    with db.read() as own:
+        return read_job(db, own, parsed)
 
 
 def _statuses(
@@ -52,9 +48,7 @@ def _statuses(
     parsed = {p for p in (parse_uuid(i) for i in ids) if p is not None}
     if not parsed:
         return {}
-    job = db.tables.job
-    rows = conn.execute(select(job.c.id, job.c.state).where(id_in(db, job.c.id, parsed)))
-    return {r.id: JobState(r.state) for r in rows}
+    return read_states(db, conn, parsed)
 
 
 def get_job_statuses(db: Database, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, JobState]:

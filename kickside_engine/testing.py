@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import and_, func, or_, select, update
 
 from kickside_engine.api import claim, record
 from kickside_engine.clock import utcnow
@@ -34,7 +33,12 @@ from kickside_engine.outcomes import Done, Outcome
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_args
 from kickside_engine.store.database import Database, connect_database
-from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.jobs import (
+    due_jobs_by_worker,
+    due_queues,
+    make_due,
+    waiting_jobs,
+)
 from kickside_engine.workers import WorkerRegistry, spec_of
 
 MAX_DRAIN_ROUNDS = 10_000
@@ -64,16 +68,10 @@ class DrainResult:
 
 
 def _due_queues(db: Database, queue: str | None, now: datetime) -> list[str]:
-    job = db.tables.job
     if queue is not None:
         return [queue]
     with db.read() as conn:
-        rows = conn.execute(
-            select(job.c.queue)
-            .where(job.c.state == JobState.AVAILABLE.value, job.c.scheduled_at <= now)
-            .distinct()
-        )
-        return sorted(r[0] for r in rows)
+        return due_queues(db, conn, now)
 
 
 def drain_jobs(
@@ -124,32 +122,13 @@ def drain_jobs(
 def _unknown_workers(
     db: Database, registry: WorkerRegistry, queue: str | None, now: datetime
 ) -> dict[str, int]:
-    job = db.tables.job
-    stmt = (
-        select(job.c.worker, func.count())
-        .where(
-            job.c.state == JobState.AVAILABLE.value,
-            job.c.scheduled_at <= now,
-            job.c.worker.not_in(registry.names()),
-        )
-        .group_by(job.c.worker)
-    )
-    if queue is not None:
-        stmt = stmt.where(job.c.queue == queue)
     with db.read() as conn:
-        return {worker: count for worker, count in conn.execute(stmt)}
+        return due_jobs_by_worker(db, conn, now, queue=queue, except_workers=registry.names())
 
 
 def _make_due(db: Database, queue: str | None, now: datetime) -> None:
-    job = db.tables.job
-    where = [
-        job.c.state.in_([JobState.SCHEDULED.value, JobState.RETRYABLE.value]),
-        job.c.scheduled_at > now,
-    ]
-    if queue is not None:
-        where.append(job.c.queue == queue)
     with db.begin() as conn:
-        conn.execute(update(job).where(and_(*where)).values(scheduled_at=now, updated_at=now))
+        make_due(db, conn, now, queue=queue)
 
 
 def _matching(
@@ -163,21 +142,8 @@ def _matching(
     scheduled_at: datetime | None,
     delta: timedelta,
 ) -> tuple[list[Job], list[Job]]:
-    job = db.tables.job
-    stmt = select(job).order_by(job.c.inserted_at, job.c.id)
-    if state is None:
-        stmt = stmt.where(
-            or_(
-                job.c.state.in_(
-                    [JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value]
-                ),
-                and_(job.c.kind == JobKind.SLOT.value, job.c.state == JobState.PARKED.value),
-            )
-        )
-    else:
-        stmt = stmt.where(job.c.state == JobState(state).value)
     with db.read() as conn:
-        jobs = [job_from_row(r) for r in conn.execute(stmt)]
+        jobs = waiting_jobs(db, conn, JobState(state) if state is not None else None)
     wanted_args = json.loads(json.dumps(dict(args))) if args is not None else None
     matches = []
     for j in jobs:

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, case, delete, func, or_, select, true, tuple_, update
+from sqlalchemy import Connection, Row, and_, case, delete, func, or_, select, true, tuple_, update
 
-from kickside_engine.models import Job, JobState
+from kickside_engine.models import Job, JobKind, JobState
 from kickside_engine.store.database import Database
+from kickside_engine.store.id_sets import id_in
 from kickside_engine.store.rows import job_from_row
 
 #: Ids (or identities) per statement: well under every backend's parameter limit.
@@ -197,3 +198,79 @@ def count_live_nodes(db: Database, conn: Connection, since: datetime) -> int:
     """How many nodes have refreshed their row since ``since``."""
     node = db.tables.node
     return int(conn.execute(select(func.count()).where(node.c.heartbeat_at >= since)).scalar_one())
+
+
+def read_states(
+    db: Database, conn: Connection, ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, JobState]:
+    """The state of each of these jobs that exists, in one query whatever their number."""
+    job = db.tables.job
+    rows = conn.execute(select(job.c.id, job.c.state).where(id_in(db, job.c.id, list(ids))))
+    return {r.id: JobState(r.state) for r in rows}
+
+
+def due_queues(db: Database, conn: Connection, now: datetime) -> list[str]:
+    """The queues that hold available jobs due by ``now``, by name."""
+    job = db.tables.job
+    rows = conn.execute(
+        select(job.c.queue)
+        .where(job.c.state == JobState.AVAILABLE.value, job.c.scheduled_at <= now)
+        .distinct()
+    )
+    return sorted(r[0] for r in rows)
+
+
+def due_jobs_by_worker(
+    db: Database,
+    conn: Connection,
+    now: datetime,
+    *,
+    queue: str | None = None,
+    except_workers: Sequence[str] = (),
+) -> dict[str, int]:
+    """How many available jobs due by ``now`` each worker has (of ``queue``, when given),
+    leaving out ``except_workers``."""
+    job = db.tables.job
+    stmt = (
+        select(job.c.worker, func.count())
+        .where(
+            job.c.state == JobState.AVAILABLE.value,
+            job.c.scheduled_at <= now,
+            job.c.worker.not_in(list(except_workers)),
+        )
+        .group_by(job.c.worker)
+    )
+    if queue is not None:
+        stmt = stmt.where(job.c.queue == queue)
+    return {worker: count for worker, count in conn.execute(stmt)}
+
+
+def make_due(db: Database, conn: Connection, now: datetime, *, queue: str | None = None) -> None:
+    """Scheduled and retryable jobs (of ``queue``, when given) become due at ``now``, as if
+    their time had come (the testing helpers' ``with_scheduled``)."""
+    job = db.tables.job
+    stmt = update(job).where(
+        job.c.state.in_([JobState.SCHEDULED.value, JobState.RETRYABLE.value]),
+        job.c.scheduled_at > now,
+    )
+    if queue is not None:
+        stmt = stmt.where(job.c.queue == queue)
+    conn.execute(stmt.values(scheduled_at=now, updated_at=now))
+
+
+def waiting_jobs(db: Database, conn: Connection, state: JobState | None = None) -> list[Job]:
+    """Jobs in ``state``, or (None) every job waiting to run: available, scheduled, retryable,
+    and parked slots; oldest first."""
+    job = db.tables.job
+    stmt = select(job).order_by(job.c.inserted_at, job.c.id)
+    if state is None:
+        waiting = [JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value]
+        stmt = stmt.where(
+            or_(
+                job.c.state.in_(waiting),
+                and_(job.c.kind == JobKind.SLOT.value, job.c.state == JobState.PARKED.value),
+            )
+        )
+    else:
+        stmt = stmt.where(job.c.state == state.value)
+    return [job_from_row(r) for r in conn.execute(stmt)]
