@@ -41,8 +41,18 @@ class JobState(enum.StrEnum):
         return self in FINAL_STATES
 
 
+#: The named sets of states every rule uses (the state machine's one authority, with
+#: :data:`TRANSITIONS`).
 FINAL_STATES = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.DISCARDED})
 INCOMPLETE_STATES = frozenset(set(JobState) - FINAL_STATES)
+#: Waiting to run: claimable now or once its time comes.
+PENDING_STATES = frozenset({JobState.SCHEDULED, JobState.AVAILABLE, JobState.RETRYABLE})
+#: What the Stager makes ``available`` once ``scheduled_at`` has passed.
+STAGED_STATES = frozenset({JobState.SCHEDULED, JobState.RETRYABLE})
+#: What an ordinary wake makes due now (a ``retryable`` job only on a control wake).
+WAKE_MADE_DUE_STATES = frozenset({JobState.PARKED, JobState.SCHEDULED, JobState.AVAILABLE})
+#: States only slot jobs have.
+SLOT_ONLY_STATES = frozenset({JobState.PARKED, JobState.DISABLED})
 
 #: Every allowed transition, once. Operator actions and the engine both check against it.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {

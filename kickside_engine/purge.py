@@ -43,7 +43,7 @@ from sqlalchemy import Connection
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError, InvalidArgumentError
-from kickside_engine.models import PURGE_META_KEY, JobKind, JobState
+from kickside_engine.models import PENDING_STATES, PURGE_META_KEY, JobKind, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.history import delete_settled_runs, has_runs
 from kickside_engine.store.jobs import delete_job, lock_identity, move_job
@@ -51,9 +51,7 @@ from kickside_engine.text import require_text
 
 RUNS_PER_CALL = 100
 #: States of a slot waiting to run: a purge request parks it instead.
-_WAITING = frozenset(
-    {JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value}
-)
+_WAITING = frozenset(state.value for state in PENDING_STATES)
 
 
 class PurgeResult(int):

@@ -19,7 +19,7 @@ from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.enrollment import enqueue_slot
 from kickside_engine.errors import ConflictError, InvalidArgumentError, NotFoundError
 from kickside_engine.ids import parse_job_id
-from kickside_engine.models import Job, JobKind, JobState, RunOutcome
+from kickside_engine.models import PENDING_STATES, Job, JobKind, JobState, RunOutcome
 from kickside_engine.purge import (
     RUNS_PER_CALL,
     PurgeRequest,
@@ -63,12 +63,9 @@ __all__ = [
     "withdraw_purge",
 ]
 
-_ENROLL_ATTEMPTS = 5
 # Scheduled and retryable slots may be disabled too: a failing slot is the usual reason.
-_DISABLE_FROM = frozenset(
-    {JobState.PARKED, JobState.AVAILABLE, JobState.SCHEDULED, JobState.RETRYABLE}
-)
-_PARK_FROM = frozenset({JobState.AVAILABLE, JobState.SCHEDULED, JobState.RETRYABLE})
+_DISABLE_FROM = PENDING_STATES | {JobState.PARKED}
+_PARK_FROM = PENDING_STATES
 
 
 @dataclass(frozen=True)

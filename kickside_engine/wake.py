@@ -41,7 +41,13 @@ from kickside_engine.errors import (
     NotFoundError,
 )
 from kickside_engine.ids import parse_job_id
-from kickside_engine.models import FINAL_STATES, JobKind, JobState
+from kickside_engine.models import (
+    FINAL_STATES,
+    PENDING_STATES,
+    WAKE_MADE_DUE_STATES,
+    JobKind,
+    JobState,
+)
 from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import (
@@ -61,8 +67,8 @@ NODE_FRESHNESS = timedelta(seconds=30)
 #: What a fan-out wake reads of each slot row it locks.
 _WAKE_COLUMNS = ("id", "kind", "state", "namespace", "scope", "identity_key", "meta")
 
-_MADE_DUE = frozenset({JobState.PARKED, JobState.SCHEDULED, JobState.AVAILABLE})
-_PENDING = frozenset({JobState.SCHEDULED, JobState.AVAILABLE, JobState.RETRYABLE})
+_MADE_DUE = WAKE_MADE_DUE_STATES
+_PENDING = PENDING_STATES
 _FINAL_VALUES = frozenset(s.value for s in FINAL_STATES)
 
 

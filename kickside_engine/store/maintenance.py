@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, delete, select, update
 
-from kickside_engine.models import FINAL_STATES, JobState
+from kickside_engine.models import FINAL_STATES, STAGED_STATES, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.tables import state_literal
 
-_WAITING = (JobState.SCHEDULED.value, JobState.RETRYABLE.value)
+_WAITING = sorted(state.value for state in STAGED_STATES)
 _FINAL = sorted(state.value for state in FINAL_STATES)
 
 

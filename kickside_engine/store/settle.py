@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, column, select, text, update
 from sqlalchemy.sql.elements import ClauseElement
 
-from kickside_engine.models import PURGE_META_KEY, JobState, RunOutcome
+from kickside_engine.models import PENDING_STATES, PURGE_META_KEY, JobState, RunOutcome
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import Computed, column_values
 
@@ -104,9 +104,7 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
 
 
 #: Where a slot whose purge was requested goes instead of running again.
-_SLOT_STATES_THAT_RUN = frozenset(
-    {JobState.AVAILABLE.value, JobState.SCHEDULED.value, JobState.RETRYABLE.value}
-)
+_SLOT_STATES_THAT_RUN = frozenset(state.value for state in PENDING_STATES)
 
 
 def _respecting_purges(

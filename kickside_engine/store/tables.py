@@ -33,20 +33,13 @@ from sqlalchemy import (
     text,
 )
 
+from kickside_engine.models import FINAL_STATES as FINAL
+from kickside_engine.models import JobState
 from kickside_engine.store.types import JSONDocument, UTCDateTime
 
-JOB_STATES = (
-    "scheduled",
-    "available",
-    "executing",
-    "retryable",
-    "completed",
-    "cancelled",
-    "discarded",
-    "parked",
-    "disabled",
-)
-FINAL_STATES = ("completed", "cancelled", "discarded")
+#: The state and final-state names the CHECK constraints allow: the enum's, in its order.
+JOB_STATES = tuple(state.value for state in JobState)
+FINAL_STATES = tuple(state.value for state in JobState if state in FINAL)
 #: The predicate of the partial GIN index on tags (PostgreSQL): jobs that have tags.
 TAGGED = "tags <> '[]'::jsonb"
 JOB_KINDS = ("oneshot", "slot")

@@ -2,8 +2,10 @@
 
 Hypothesis drives a small world through the public API (enqueue, claim, complete, fail,
 operator actions, wakes, parks, purges, bulk actions) and the maintenance plugins (Stager,
-Lifeline, Pruner) in random order. After every step no job may be in an impossible state, and
-an outcome from a claim whose lease was lost (rescued, cancelled, re-claimed) must be dropped.
+Lifeline, Pruner) in random order. After every step no job may be in an impossible state, every
+state change observed must be one that ``models.TRANSITIONS`` allows (the state machine's one
+authority), and an outcome from a claim whose lease was lost (rescued, cancelled, re-claimed)
+must be dropped.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -41,6 +44,7 @@ from kickside_engine import (
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, JobFilter
+from kickside_engine.models import TRANSITIONS
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.plugins.pruner import prune
 from kickside_engine.plugins.stager import stage
@@ -80,6 +84,7 @@ def make_machine(db: Database) -> type[RuleBasedStateMachine]:
             # left in the shared database never changes what this one sees.
             self.queue = f"m_{uuid.uuid4().hex[:12]}"
             self.claimed: list[ClaimedJob] = []
+            self.states: dict[uuid.UUID, JobState] = {}
 
         def builder(self, args: dict[str, Any]) -> JobBuilder:
             return JobBuilder("ok", {**args, "run": self.queue}).queue(self.queue)
@@ -165,6 +170,23 @@ def make_machine(db: Database) -> type[RuleBasedStateMachine]:
         @invariant()
         def consistent(self) -> None:
             assert_consistent(db)
+
+        @invariant()
+        def every_change_is_an_allowed_transition(self) -> None:
+            now = self.observed_states()
+            for job_id, state in now.items():
+                before = self.states.get(job_id)
+                if before is not None and before is not state:
+                    assert state in TRANSITIONS[before], (job_id, before, state)
+            self.states = now
+
+        def observed_states(self) -> dict[uuid.UUID, JobState]:
+            job = db.tables.job
+            with db.read() as conn:
+                rows = conn.execute(
+                    sa.select(job.c.id, job.c.state).where(job.c.queue == self.queue)
+                ).all()
+            return {r.id: JobState(r.state) for r in rows}
 
     return JobWorld
 
