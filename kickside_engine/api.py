@@ -11,11 +11,13 @@ import socket
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from sqlalchemy import Connection
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, validate_retry_after_ms
 from kickside_engine.clock import ensure_aware, utcnow
+from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.ids import parse_uuid, uuid7
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob, Job, JobState
@@ -51,23 +53,33 @@ def _statuses(
     return read_states(db, conn, parsed)
 
 
-def get_job_statuses(db: Database, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, JobState]:
+def get_job_statuses(
+    db: Database, ids: Iterable[uuid.UUID | str], *, conn: Connection | None = None
+) -> dict[uuid.UUID, JobState]:
     """Map each existing id to its state, in one query; absent and malformed ids are omitted.
 
-    Any number of ids: they travel as one parameter (see :func:`id_in`).
+    Any number of ids: they travel as one parameter. With ``conn`` it reads through the
+    caller's transaction (seeing its writes), neither committing nor rolling it back.
     """
-    with db.read() as conn:
+    if conn is not None:
         return _statuses(conn, db, ids)
+    with db.read() as own:
+        return _statuses(own, db, ids)
 
 
 def get_job_statuses_tx(
-    conn: Connection, db: Database, ids: Iterable[uuid.UUID | str]
+    db: Database | Connection, ids: Any, seed_order_ids: Any = None
 ) -> dict[uuid.UUID, JobState]:
-    """Like :func:`get_job_statuses`, through the caller's transaction (sees its writes).
+    """:func:`get_job_statuses` through the caller's transaction, ``conn``:
+    ``get_job_statuses_tx(db, ids, conn)``; the kickside seed's ``(conn, db, ids)`` too.
 
-    Neither commits nor rolls back ``conn``'s transaction.
+    Neither commits nor rolls back that transaction.
     """
-    return _statuses(conn, db, ids)
+    if isinstance(db, Connection):  # the seed's order: (tx, db, ids)
+        return _statuses(db, cast(Database, ids), seed_order_ids)
+    if not isinstance(seed_order_ids, Connection):
+        raise InvalidArgumentError("call get_job_statuses_tx(db, ids, conn)")
+    return _statuses(seed_order_ids, db, ids)
 
 
 def claim(

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
@@ -209,14 +209,15 @@ def _wake_key(value: Any) -> WakeKey:
 
 
 def wake_multi(
-    conn: Connection,
     db: Database,
     keys: Sequence[WakeKey | tuple[str, str, str]],
-    *,
+    *seed_order: Any,
+    conn: Connection | None = None,
     completion_job_id: uuid.UUID | str | None = None,
     now: datetime | None = None,
 ) -> WakeMultiResult:
-    """Give ordinary demand to the slots with these exact identities, in ``conn``'s transaction.
+    """Give ordinary demand to the slots with these exact identities, in ``conn``'s transaction
+    (required: the caller's own, which commits the demand with its own work).
 
     Keys are exact: ``(namespace, scope, key)``, no wildcards. Each key is published
     (``wake:<namespace>/<scope>/<key>``, delivered on commit) before any job row is locked.
@@ -226,7 +227,17 @@ def wake_multi(
     it; with no fan-out rows the completion takes its sole lock itself. One-shot and final jobs
     holding an identity are not woken, nor is a slot being purged. Neither commits nor rolls
     back; call :func:`nudge_workers` after the caller's commit.
+
+    The kickside seed's order, ``wake_multi(conn, db, keys)``, is accepted as well.
     """
+    if isinstance(db, Connection):  # the seed's order: (tx, db, keys)
+        if conn is not None or len(seed_order) != 1:
+            raise InvalidArgumentError("call wake_multi(db, keys, conn=conn)")
+        db, keys, conn = cast(Database, keys), seed_order[0], db
+    elif seed_order:
+        raise InvalidArgumentError("call wake_multi(db, keys, conn=conn)")
+    if conn is None:
+        raise InvalidArgumentError("wake_multi runs in the caller's transaction: pass conn=")
     wanted = sorted({_wake_key(k) for k in keys})
     completion = (
         parse_job_id(completion_job_id, "completion_job_id")

@@ -170,7 +170,7 @@ def running_with_wakes(db: Database) -> tuple[uuid.UUID, Any]:
     (claimed,) = claim(db, queue="default", node="n1")
     wake_job(db, job_id)
     with db.begin() as conn:
-        wake_multi(conn, db, [("app.sync", "tenant:1", "k1")])
+        wake_multi(db, [("app.sync", "tenant:1", "k1")], conn=conn)
     slot = get_job(db, job_id)
     assert slot is not None and slot.control_pending and slot.demand_pending
     return job_id, claimed

@@ -59,7 +59,7 @@ def pending(db: Database, **options: Any) -> dict[str, Any]:
 def demand_both_ways(db: Database, job_id: uuid.UUID) -> None:
     wake_job(db, job_id)  # a control wake
     with db.begin() as conn:  # ordinary demand
-        assert wake_multi(conn, db, [(NS, SCOPE, KEY)]).woken == [job_id]
+        assert wake_multi(db, [(NS, SCOPE, KEY)], conn=conn).woken == [job_id]
 
 
 def test_a_purge_clears_pending_wakes_so_the_running_slot_never_runs_again(
@@ -114,7 +114,7 @@ def test_wakes_and_retries_of_a_slot_being_purged_are_refused(db: Database) -> N
         wake_job(db, job_id)
     assert refused.value.details["purge_pending"] is True
     with db.begin() as conn:
-        result = wake_multi(conn, db, [(NS, SCOPE, KEY)])
+        result = wake_multi(db, [(NS, SCOPE, KEY)], conn=conn)
     assert result.woken == [] and result.missing == []
     with pytest.raises(ConflictError, match="being purged"):
         enroll(db, demand=True)

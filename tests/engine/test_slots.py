@@ -261,7 +261,10 @@ def test_get_job_statuses_tx_sees_the_callers_writes_and_leaves_its_transaction(
         assert get_job_statuses(db, [inserted.id]) == {}  # not committed: others see nothing
         assert conn.in_transaction()
         wake_job(db, inserted.id, conn=conn)  # the transaction is still usable
-        assert get_job_statuses_tx(conn, db, [inserted.id]) == {inserted.id: JobState.AVAILABLE}
+        assert get_job_statuses_tx(db, [inserted.id], conn) == {inserted.id: JobState.AVAILABLE}
+        assert get_job_statuses(db, [inserted.id], conn=conn) == {
+            inserted.id: JobState.AVAILABLE
+        }
         raise RuntimeError("roll back")
     assert get_job_statuses(db, [inserted.id]) == {}
 

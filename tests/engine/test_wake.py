@@ -226,7 +226,7 @@ def test_wake_multi_gives_ordinary_demand_to_the_named_slots(db: Database) -> No
     oneshot = enqueue(db, JobBuilder("ok", {}).identity(NS, SCOPE, "oneshot").queue("o")).id
     now = utcnow()
     with db.begin() as conn:
-        result = wake_multi(
+        result = wake_multi(  # the kickside seed's order, (tx, db, keys), is accepted too
             conn, db, [key("b"), ("app.sync", "tenant:1", "a"), key("busy"), key("off"),
                        key("oneshot"), key("gone"), key("a")],
             now=now,
@@ -248,7 +248,7 @@ def test_wake_multi_gives_ordinary_demand_to_the_named_slots(db: Database) -> No
 def test_wake_multi_neither_commits_nor_rolls_back(db: Database) -> None:
     a = parked(db, "a")
     with pytest.raises(RuntimeError), db.begin() as conn:
-        assert wake_multi(conn, db, [key("a")]).woken == [a]
+        assert wake_multi(db, [key("a")], conn=conn).woken == [a]
         assert conn.in_transaction()
         raise RuntimeError("the caller's work failed")
     assert current(db, a).state is JobState.PARKED and current(db, a).demand_seq == 0
@@ -258,7 +258,7 @@ def test_the_completing_job_joins_the_prelock_without_being_woken(db: Database) 
     a = parked(db, "a")
     job_id, claimed = running(db, "completing")
     with db.begin() as conn:
-        result = wake_multi(conn, db, [key("a")], completion_job_id=job_id)
+        result = wake_multi(db, [key("a")], conn=conn, completion_job_id=job_id)
         assert complete(db, claimed, conn=conn)
     assert result.woken == [a] and result.locked == 2
     done = current(db, job_id)
@@ -268,7 +268,7 @@ def test_the_completing_job_joins_the_prelock_without_being_woken(db: Database) 
 def test_a_completing_job_named_by_a_key_is_woken(db: Database) -> None:
     job_id, claimed = running(db, "completing")
     with db.begin() as conn:
-        result = wake_multi(conn, db, [key("completing")], completion_job_id=str(job_id))
+        result = wake_multi(db, [key("completing")], conn=conn, completion_job_id=str(job_id))
         assert complete(db, claimed, conn=conn)
     assert result.woken == [job_id]
     assert current(db, job_id).state is JobState.AVAILABLE  # demand arrived during its run
@@ -277,7 +277,7 @@ def test_a_completing_job_named_by_a_key_is_woken(db: Database) -> None:
 def test_without_fan_out_rows_the_completion_takes_its_own_lock(db: Database) -> None:
     job_id, claimed = running(db, "completing")
     with db.begin() as conn:
-        result = wake_multi(conn, db, [key("nobody")], completion_job_id=job_id)
+        result = wake_multi(db, [key("nobody")], conn=conn, completion_job_id=job_id)
         assert complete(db, claimed, conn=conn)
     assert result.locked == 0 and result.woken == [] and result.missing == [key("nobody")]
     assert current(db, job_id).state is JobState.PARKED
@@ -288,9 +288,9 @@ def test_without_fan_out_rows_the_completion_takes_its_own_lock(db: Database) ->
 )
 def test_wake_keys_are_exact_identities(db: Database, bad: Any) -> None:
     with db.begin() as conn, pytest.raises(InvalidArgumentError, match="wake key"):
-        wake_multi(conn, db, [bad])
+        wake_multi(db, [bad], conn=conn)
     with db.begin() as conn, pytest.raises(InvalidArgumentError, match="completion_job_id"):
-        wake_multi(conn, db, [key("a")], completion_job_id="nope")
+        wake_multi(db, [key("a")], conn=conn, completion_job_id="nope")
 
 
 @pytest.fixture
@@ -316,7 +316,7 @@ def test_wake_keys_are_published_before_any_row_is_locked(
     job_id, claimed = running(db, "completing")
     statements.clear()
     with db.begin() as conn:
-        wake_multi(conn, db, [key("b"), key("a")], completion_job_id=job_id)
+        wake_multi(db, [key("b"), key("a")], conn=conn, completion_job_id=job_id)
         assert complete(db, claimed, conn=conn)
     publishes = [i for i, s in enumerate(statements) if "wake:app.sync/tenant:1/" in s]
     locks = [i for i, s in enumerate(statements) if "FOR UPDATE" in s]
@@ -349,10 +349,10 @@ def test_wake_keys_and_queues_are_delivered_only_on_commit(db: Database) -> None
     parked(db, "a", queue="sync")
     with _listener(db) as listener:
         with pytest.raises(RuntimeError), db.begin() as conn:
-            wake_multi(conn, db, [key("a")])
+            wake_multi(db, [key("a")], conn=conn)
             raise RuntimeError("rolled back")
         with db.begin() as conn:
-            wake_multi(conn, db, [key("a"), key("gone")])
+            wake_multi(db, [key("a"), key("gone")], conn=conn)
         assert nudge_workers(db) == 0
         payloads = _payloads_until(listener, "nudge")
     assert sorted(payloads) == sorted(

@@ -322,7 +322,7 @@ def test_slot_identities_take_any_text(
 
     def wake_all() -> Any:
         with db.begin() as conn:
-            return wake_multi(conn, db, [identity])
+            return wake_multi(db, [identity], conn=conn)
 
     woken = attempt(wake_all)
     wakeable = all(p and len(p) <= 255 for p in identity) and storable

@@ -120,7 +120,7 @@ def fan_out(
             claimed = _claim_one(db, own_queue, node, deadline)
             keys = rng.sample(list(key_pool), rng.randint(2, min(6, len(key_pool))))
             with db.begin() as conn:
-                wake_multi(conn, db, keys, completion_job_id=own_job_id)
+                wake_multi(db, keys, conn=conn, completion_job_id=own_job_id)
                 if not complete(db, claimed, conn=conn):
                     raise RuntimeError(f"lost the lease of {own_job_id}")
             nudge_workers(db)
