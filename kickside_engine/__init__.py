@@ -19,6 +19,7 @@ from kickside_engine.builder import JobBuilder
 from kickside_engine.config import DatabaseConfig, resolve_database_config
 from kickside_engine.enqueue import enqueue, enqueue_fanout, enqueue_many
 from kickside_engine.errors import (
+    AuthenticationError,
     ConfigurationError,
     ConflictError,
     DatabaseUnavailableError,
@@ -60,6 +61,7 @@ from kickside_engine.uniqueness import Unique
 from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
 
 __all__ = [
+    "AuthenticationError",
     "Backoff",
     "Cancel",
     "CapacityDeclaration",

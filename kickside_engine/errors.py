@@ -12,27 +12,41 @@ from typing import Any
 
 
 class KicksideError(Exception):
-    """Something Kickside could not do."""
+    """Something Kickside could not do.
+
+    ``details`` carries machine-readable facts about the error (for scripts: the CLI prints
+    them in its ``--json`` error document), for example the names that do exist when a name
+    was not found.
+    """
 
     exit_code = 1
+    #: The error's kind in the CLI's ``--json`` error document (``"not_found"``, ...).
+    code = "failure"
+
+    def __init__(self, message: str = "", details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details: dict[str, Any] = dict(details or {})
 
 
 class InvalidArgumentError(KicksideError, ValueError):
     """An argument was rejected before anything was written."""
 
     exit_code = 2
+    code = "invalid_argument"
 
 
 class ConfigurationError(KicksideError):
     """The configuration (database URL, schema name, settings) is not usable."""
 
     exit_code = 2
+    code = "configuration"
 
 
 class NotFoundError(KicksideError, LookupError):
     """The job, slot, queue or revision asked for does not exist."""
 
     exit_code = 3
+    code = "not_found"
 
 
 class ConflictError(KicksideError):
@@ -43,25 +57,36 @@ class ConflictError(KicksideError):
     """
 
     exit_code = 4
-
-    def __init__(self, message: str, details: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.details: dict[str, Any] = dict(details or {})
+    code = "conflict"
 
 
 class DatabaseUnavailableError(KicksideError):
-    """The database could not be reached, or refused the connection."""
+    """The database could not be reached, or the connection was lost."""
 
     exit_code = 5
+    code = "database_unavailable"
+
+
+class AuthenticationError(KicksideError):
+    """The database refused the credentials: a wrong user or password, or no entry for them.
+
+    Not an outage (exit 1, not 5): retrying cannot help until the URL or the server's
+    authentication rules change.
+    """
+
+    exit_code = 1
+    code = "authentication_failed"
 
 
 class PermissionDeniedError(KicksideError):
     """The database refused the change: the role (or the SQLite file) may only read."""
 
     exit_code = 1
+    code = "permission_denied"
 
 
 class MigrationError(KicksideError):
     """The database schema is at a revision this version of Kickside cannot work with."""
 
     exit_code = 1
+    code = "schema_revision"

@@ -80,6 +80,7 @@ class ReadOnlyError(KicksideError):
     """The dashboard runs read-only: actions are disabled."""
 
     exit_code = 2
+    code = "read_only"
 
 
 @dataclass(frozen=True)

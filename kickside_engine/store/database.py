@@ -13,6 +13,7 @@ old one, is refused with a :class:`MigrationError` before anything is read or wr
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError, Stat
 
 from kickside_engine.config import DatabaseConfig, display_url, resolve_database_config
 from kickside_engine.errors import (
+    AuthenticationError,
     ConfigurationError,
     DatabaseUnavailableError,
     PermissionDeniedError,
@@ -252,6 +254,8 @@ def translate_errors(db: Database | None = None) -> Iterator[None]:
 
     "Cannot reach the database" becomes :class:`DatabaseUnavailableError`: only a connection
     that could not be made or was lost, since callers (and scripts, on exit code 5) retry it.
+    Credentials the server refused (a wrong user or password, no pg_hba.conf entry) are an
+    :class:`AuthenticationError` instead: retrying cannot help.
     A write refused because the role (or the SQLite file) is read-only becomes
     :class:`PermissionDeniedError`; a SQLite file that is not a database, a
     :class:`ConfigurationError`. Any other driver error stays what it is: a failure.
@@ -259,6 +263,12 @@ def translate_errors(db: Database | None = None) -> Iterator[None]:
     try:
         yield
     except DBAPIError as exc:
+        if _is_authentication_failure(exc.orig):
+            where = db.display_url() if db is not None else "the database"
+            raise AuthenticationError(
+                f"authentication failed for {where}: {_first_line(exc.orig)} (check the user "
+                "and password in the URL, and the server's pg_hba.conf; not an outage)"
+            ) from exc
         if isinstance(exc, OperationalError) and _is_connection_failure(exc):
             where = db.display_url() if db is not None else "the database"
             raise DatabaseUnavailableError(
@@ -275,6 +285,29 @@ def translate_errors(db: Database | None = None) -> Iterator[None]:
                 f"{where} is not a SQLite database: {_first_line(exc.orig)}"
             ) from exc
         raise
+
+
+#: What libpq and the server say when they refuse credentials, in the connection error's
+#: message: a failed connection carries no SQLSTATE in psycopg (28P01 invalid_password, 28000
+#: invalid_authorization_specification on the server side), so the text is all there is.
+_AUTHENTICATION_FAILED = re.compile(
+    r"authentication failed"  # password, Ident, Peer, LDAP, RADIUS, GSSAPI, certificate
+    r"|role \".*\" does not exist"
+    r"|role \".*\" is not permitted to log in"
+    r"|no pg_hba\.conf entry"
+    r"|pg_hba\.conf rejects connection"
+    r"|no password supplied"
+)
+
+
+def _is_authentication_failure(orig: BaseException | None) -> bool:
+    """Whether a driver error means the server refused the credentials (psycopg only)."""
+    if not type(orig).__module__.startswith("psycopg"):
+        return False
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate is not None:  # an error the server sent for a statement, with its class
+        return str(sqlstate).startswith("28")
+    return _AUTHENTICATION_FAILED.search(str(orig)) is not None
 
 
 def _is_permission_denied(exc: DBAPIError) -> bool:
@@ -334,13 +367,15 @@ def _is_driver_connection_failure(orig: BaseException | None, *, statement: bool
 
         if not isinstance(orig, psycopg.OperationalError):
             return False
+        if _is_authentication_failure(orig):
+            return False  # the server answered: it refused the credentials
         sqlstate = getattr(orig, "sqlstate", None)
         if sqlstate is None:
             # An error of the client library, not the server: connecting failed or the
             # connection broke, unless a statement was refused before it was sent (more than
             # 65,535 parameters, ...) on a connection that is fine.
             return not statement
-        return str(sqlstate).startswith(("08", "57P", "3D000", "28"))
+        return str(sqlstate).startswith(("08", "57P", "3D000"))
     if module.startswith("sqlite3"):
         return "unable to open database" in str(orig)
     return False

@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from kickside_engine import (
+    AuthenticationError,
     ConfigurationError,
     Database,
     DatabaseUnavailableError,
@@ -19,6 +20,7 @@ from kickside_engine import (
     resolve_database_config,
 )
 from kickside_engine.config import default_sqlite_path
+from kickside_engine.store.database import translate_errors, unavailable_reason
 
 from ..conftest import PG_URL, Target, require_postgres
 
@@ -90,6 +92,48 @@ def test_unreachable_server_is_database_unavailable() -> None:
         migrate.status(db)
     assert "not-a-password" not in str(info.value)
     assert "127.0.0.1" in str(info.value)
+
+
+def test_a_role_the_server_does_not_know_is_an_authentication_failure_not_an_outage() -> None:
+    require_postgres()
+    url = sa.make_url(PG_URL).set(username=f"kst_nobody_{uuid.uuid4().hex[:8]}",
+                                  password="not-a-password")
+    db = connect_database(url.render_as_string(hide_password=False))
+    with pytest.raises(AuthenticationError, match="authentication failed") as info:
+        migrate.status(db)
+    assert info.value.exit_code == 1 and info.value.code == "authentication_failed"
+    assert "does not exist" in str(info.value) and "not-a-password" not in str(info.value)
+    assert unavailable_reason(info.value) is None  # scripts and pools do not retry it
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'FATAL:  password authentication failed for user "app"',  # 28P01
+        'FATAL:  role "app" is not permitted to log in',  # 28000
+        'FATAL:  no pg_hba.conf entry for host "10.0.0.7", user "app", database "app"',
+        "fe_sendauth: no password supplied",
+    ],
+)
+def test_refused_credentials_are_an_authentication_failure(message: str) -> None:
+    import psycopg
+
+    refused = psycopg.OperationalError(f"connection failed: {message}")
+    with pytest.raises(AuthenticationError), translate_errors():
+        raise sa.exc.OperationalError(None, None, refused)
+    assert unavailable_reason(sa.exc.OperationalError(None, None, refused)) is None
+    assert unavailable_reason(refused) is None
+
+
+def test_a_lost_connection_stays_an_outage() -> None:
+    import psycopg
+
+    for message in ("connection to server at \"db\" failed: Connection refused",
+                    "server closed the connection unexpectedly"):
+        lost = psycopg.OperationalError(message)
+        with pytest.raises(DatabaseUnavailableError), translate_errors():
+            raise sa.exc.OperationalError(None, None, lost)
+        assert unavailable_reason(lost) is not None
 
 
 def test_sqlite_runs_in_wal_mode_with_busy_timeout_and_foreign_keys(tmp_path: Path) -> None:
