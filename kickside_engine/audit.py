@@ -32,6 +32,30 @@ from kickside_engine.text import require_storable_json, require_text
 MAX_PAGE = 1000
 _CURSOR_PREFIX = "a1:"
 
+#: The actions Kickside's own operator API, CLI and dashboard record, by the name an operator
+#: knows them by (the command's). Applications may record others with :func:`record_audit`.
+ACTIONS = (
+    "bulk_cancel",
+    "bulk_discard",
+    "bulk_retry",
+    "cancel",
+    "capacity_set",
+    "delete",
+    "disable",
+    "discard",
+    "enable",
+    "enqueue",
+    "park",
+    "pause",
+    "prune",
+    "purge_slot",
+    "purge_withdraw",
+    "reload",
+    "resume",
+    "retry",
+    "wake",
+)
+
 
 @dataclass(frozen=True)
 class Actor:
@@ -163,6 +187,25 @@ def _decode_cursor(cursor: str) -> int:
         return int(raw[len(_CURSOR_PREFIX) :])
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidArgumentError(f"cursor {cursor[:80]!r} is not an audit cursor") from None
+
+
+def check_audit_action(db: Database, action: str) -> str:
+    """``action`` if it names an action that can be in the trail, else
+    :class:`InvalidArgumentError` listing them: one of :data:`ACTIONS`, or one already recorded
+    (an application's own)."""
+    require_text(action, "action", max_length=64, allow_empty=True)
+    if action in ACTIONS:
+        return action
+    audit = db.tables.audit
+    with db.read() as conn:
+        recorded = set(conn.execute(select(audit.c.action).distinct()).scalars())
+    if action in recorded:
+        return action
+    known = sorted(set(ACTIONS) | recorded)
+    raise InvalidArgumentError(
+        f"unknown audit action {action[:64]!r}: known actions are {', '.join(known)}",
+        details={"action": action[:64], "known": known},
+    )
 
 
 def list_audit(

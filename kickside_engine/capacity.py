@@ -11,15 +11,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
-from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.errors import InvalidArgumentError, NotFoundError
 from kickside_engine.models import INCOMPLETE_STATES, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import GroupLimits, read_group_limits
-from kickside_engine.store.settings import set_setting
+from kickside_engine.store.settings import check_setting_name, set_setting
+from kickside_engine.text import known_names
 
 WAITING_SAMPLE = 20
 
@@ -146,6 +147,35 @@ def capacity_groups(db: Database, now: datetime) -> list[CapacityGroupInfo]:
     return infos
 
 
+def _namespaces(conn: Connection, db: Database) -> list[str]:
+    job, setting = db.tables.job, db.tables.setting
+    found = set(conn.execute(select(setting.c.namespace).distinct()).scalars())
+    groups = conn.execute(
+        select(job.c.capacity_group)
+        .where(job.c.capacity_group.is_not(None))
+        .group_by(job.c.capacity_group)
+    ).scalars()
+    for group in list(groups):
+        meta = conn.execute(
+            select(job.c.meta).where(job.c.capacity_group == group).limit(1)
+        ).scalar_one_or_none()
+        declared = ((meta or {}).get("capacity") or {}).get("settings_namespace")
+        if isinstance(declared, str):
+            found.add(declared)
+    return sorted(found)
+
+
+def capacity_namespaces(db: Database) -> list[str]:
+    """The settings namespaces of capacity groups: declared by a job, or holding settings."""
+    with db.read() as conn:
+        return _namespaces(conn, db)
+
+
+def stops_work(global_limit: int, per_key_limit: int) -> bool:
+    """Whether these limits admit no job at all (a limit of 0 halts the group)."""
+    return global_limit == 0 or per_key_limit == 0
+
+
 def set_capacity(
     db: Database,
     namespace: str,
@@ -156,13 +186,29 @@ def set_capacity(
     now: datetime,
     global_limit_key: str = "global_limit",
     concurrency_key_limit_key: str = "concurrency_key_limit",
+    create: bool = False,
 ) -> dict[str, int]:
-    """Write a group's two limits (whole numbers >= 0) in one audited transaction."""
+    """Write a group's two limits (whole numbers >= 0) in one audited transaction.
+
+    The namespace must be known (:func:`capacity_namespaces`: a job declares it or settings
+    exist under it), else :class:`NotFoundError` listing the known ones: a mistyped namespace
+    would hold limits nothing reads. ``create=True`` writes limits before any job declares
+    the group. A limit of 0 admits no job of the group (see :func:`stops_work`).
+    """
     now = ensure_aware(now, "now")
     for name, value in (("global_limit", global_limit), ("per_key_limit", per_key_limit)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidArgumentError(f"{name} must be a whole number >= 0, got {value!r}")
+    check_setting_name(namespace, "namespace")
     with db.begin() as conn:
+        if not create:
+            known = _namespaces(conn, db)
+            if namespace not in known:
+                raise NotFoundError(
+                    f"capacity namespace {namespace[:80]!r} not found: no job declares it and "
+                    f"no setting is under it (known namespaces: {known_names(known)})",
+                    details={"namespace": namespace, "known": known},
+                )
         set_setting(
             db, namespace, global_limit_key, global_limit, updated_by=actor.user, conn=conn, now=now
         )

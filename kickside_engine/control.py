@@ -19,7 +19,15 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
-from kickside_engine.audit import Actor, AuditEntry, AuditPage, list_audit, record_audit
+from kickside_engine.audit import ACTIONS as AUDIT_ACTIONS
+from kickside_engine.audit import (
+    Actor,
+    AuditEntry,
+    AuditPage,
+    check_audit_action,
+    list_audit,
+    record_audit,
+)
 from kickside_engine.bulk import BulkPreview, BulkResult, bulk_apply, bulk_preview
 from kickside_engine.clock import ensure_aware
 from kickside_engine.control_actions import (
@@ -27,9 +35,11 @@ from kickside_engine.control_actions import (
     cancel_job,
     delete_job,
     discard_job,
+    resume_job,
     retry_job,
 )
 from kickside_engine.counts import read_state_counts, state_counts, zero_counts
+from kickside_engine.errors import NotFoundError
 from kickside_engine.models import JobState, Run
 from kickside_engine.queries import (
     JobDetail,
@@ -44,9 +54,10 @@ from kickside_engine.queries import (
 from kickside_engine.store.database import Database
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import run_from_row
-from kickside_engine.text import validate_name
+from kickside_engine.text import known_names, validate_name
 
 __all__ = [
+    "AUDIT_ACTIONS",
     "NODE_STALE_AFTER",
     "Actor",
     "AuditEntry",
@@ -64,9 +75,11 @@ __all__ = [
     "bulk_apply",
     "bulk_preview",
     "cancel_job",
+    "check_audit_action",
     "count_jobs",
     "delete_job",
     "discard_job",
+    "find_queue",
     "job_detail",
     "list_audit",
     "list_jobs",
@@ -76,6 +89,7 @@ __all__ = [
     "live_nodes",
     "pause_queue",
     "record_audit",
+    "resume_job",
     "resume_queue",
     "retry_job",
     "state_counts",
@@ -260,8 +274,11 @@ def queue_infos(
     for node in _nodes(conn, db, now, live_only=True):
         for queue_name, concurrency in node.queues.items():
             running.setdefault(queue_name, []).append(QueueNode(node.name, concurrency))
+    names = set(counts) | set(rows)
+    if name is not None and name in running:
+        names.add(name)  # asked for by name: a queue that live nodes run is a queue too
     infos = []
-    for queue_name in sorted(set(counts) | set(rows)):
+    for queue_name in sorted(names):
         row = rows.get(queue_name)
         queue_counts = counts.get(queue_name) or zero_counts()
         nodes = tuple(running.get(queue_name, ()))
@@ -313,7 +330,35 @@ def open_runs(db: Database, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Run
         return {r.job_id: r for r in (run_from_row(row) for row in rows)}
 
 
-def _set_paused(db: Database, name: str, actor: Actor, now: datetime, paused: bool) -> QueueInfo:
+def _unknown_queue(conn: Connection, db: Database, name: str, now: datetime) -> NotFoundError:
+    known = {q.name for q in queue_infos(conn, db, now, exact=False)}
+    known |= {q for n in live_nodes(conn, db, now) for q in n.queues}
+    names = sorted(known)
+    return NotFoundError(
+        f"queue {name!r} not found: no jobs, no pause and no live node use that name "
+        f"(known queues: {known_names(names)})",
+        details={"queue": name, "known": names},
+    )
+
+
+def find_queue(db: Database, name: str, now: datetime) -> QueueInfo:
+    """One queue, as :func:`list_queues` shows it, including the live nodes that run it.
+
+    A queue is known when it has a ``kickside_queue`` row, jobs, or a live node running it;
+    any other name is a :class:`NotFoundError` listing the known ones (``details["known"]``).
+    """
+    validate_name(name, "queue", max_length=128)
+    now = ensure_aware(now, "now")
+    with db.read() as conn:
+        found = queue_infos(conn, db, now, name=name)
+        if not found:
+            raise _unknown_queue(conn, db, name, now)
+    return found[0]
+
+
+def _set_paused(
+    db: Database, name: str, actor: Actor, now: datetime, paused: bool, create: bool
+) -> QueueInfo:
     validate_name(name, "queue", max_length=128)
     now = ensure_aware(now, "now")
     queue = db.tables.queue
@@ -327,6 +372,8 @@ def _set_paused(db: Database, name: str, actor: Actor, now: datetime, paused: bo
         row = conn.execute(
             select(queue).where(queue.c.name == name).with_for_update()
         ).one_or_none()
+        if row is None and not create and not queue_infos(conn, db, now, name=name):
+            raise _unknown_queue(conn, db, name, now)  # a typo must not pause a new queue
         changed = bool(row.paused) != paused if row is not None else paused
         if row is None:
             conn.execute(
@@ -349,11 +396,21 @@ def _set_paused(db: Database, name: str, actor: Actor, now: datetime, paused: bo
     return info
 
 
-def pause_queue(db: Database, name: str, actor: Actor, now: datetime) -> QueueInfo:
-    """Pause a queue on every node (idempotent): nodes stop claiming, running jobs finish."""
-    return _set_paused(db, name, actor, now, True)
+def pause_queue(
+    db: Database, name: str, actor: Actor, now: datetime, *, create: bool = False
+) -> QueueInfo:
+    """Pause a queue on every node (idempotent): nodes stop claiming, running jobs finish.
+
+    The queue must be known (a row, jobs, or a live node running it), else
+    :class:`NotFoundError` listing the known queues: a mistyped name must not pause a new,
+    empty queue. ``create=True`` pauses a queue before it has any (its jobs then wait).
+    """
+    return _set_paused(db, name, actor, now, True, create)
 
 
 def resume_queue(db: Database, name: str, actor: Actor, now: datetime) -> QueueInfo:
-    """Resume a queue on every node (idempotent) and wake the pools that run it."""
-    return _set_paused(db, name, actor, now, False)
+    """Resume a queue on every node (idempotent) and wake the pools that run it.
+
+    An unknown queue is a :class:`NotFoundError` listing the known ones.
+    """
+    return _set_paused(db, name, actor, now, False, False)

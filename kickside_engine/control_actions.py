@@ -1,4 +1,4 @@
-"""Operator actions on one job: retry (run now), cancel, discard and delete.
+"""Operator actions on one job: retry (run now), resume, cancel, discard and delete.
 
 Each action runs in one transaction with its audit row, checks the state change against
 :data:`kickside_engine.models.TRANSITIONS`, and returns the job after the change. Cancelling or
@@ -31,12 +31,14 @@ from kickside_engine.models import (
 )
 from kickside_engine.purge import purge_request
 from kickside_engine.redact import redact_text
+from kickside_engine.slots import enable_in_transaction
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import delete_job as delete_job_row
 from kickside_engine.store.jobs import lock_job, move_job
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.store.settle import settle_open_run
+from kickside_engine.wake import wake_job
 
 JobAction = Literal["retry", "cancel", "discard"]
 
@@ -194,6 +196,43 @@ def retry_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime
     executing or already available job is a :class:`ConflictError`.
     """
     return _job_action(db, job_id, "retry", actor, now)
+
+
+def resume_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:
+    """Resume a job: enable a disabled slot, wake a parked one; retry anything else.
+
+    A disabled slot goes back in service (due now if a wake is pending, else parked); a parked
+    slot gets a control wake; any other job is retried as :func:`retry_job` does (so an
+    executing or available one is a :class:`ConflictError`). One transaction, audited as
+    ``resume`` with what it did (``details["via"]``: enable, wake or retry).
+    """
+    parsed = parse_job_id(job_id)
+    now = ensure_aware(now, "now")
+    with db.begin() as conn:
+        current = locked_job(conn, db, parsed)
+        resumed: Job | None
+        if current.kind is JobKind.SLOT and current.state is JobState.DISABLED:
+            via = "enable"
+            resumed, _ = enable_in_transaction(db, conn, parsed, now)
+        elif current.kind is JobKind.SLOT and current.state is JobState.PARKED:
+            via = "wake"
+            wake_job(db, parsed, conn=conn, now=now)  # unaudited: this row records it
+            resumed = locked_job(conn, db, parsed)
+        else:
+            via = "retry"
+            check_action(current, "retry")
+            resumed = apply_job_action(conn, db, current, "retry", actor, now)
+            if resumed is None:
+                raise ConflictError(
+                    f"job {parsed} changed during resume; look again",
+                    details={"state": current.state.value, "action": "resume",
+                             "job_id": str(parsed)},
+                )
+        details = {**_audit_details(current, resumed), "via": via}
+        record_audit(conn, db, actor, "resume", "job", str(parsed), details, now)
+    if resumed.state is JobState.AVAILABLE:
+        local_signal(db).wake(resumed.queue)
+    return resumed
 
 
 def cancel_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:

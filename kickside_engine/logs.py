@@ -5,7 +5,11 @@ from __future__ import annotations
 import logging
 import sys
 
+from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.redact import redact_text
+
+#: The log levels :func:`configure_logging` takes (in any case).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -23,10 +27,18 @@ class KeyValueFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send Kickside's logs to stderr with the key=value formatter."""
+    """Send Kickside's logs to stderr with the key=value formatter.
+
+    ``level`` is one of :data:`LOG_LEVELS` (any case), else :class:`InvalidArgumentError`.
+    """
+    name = level.strip().upper() if isinstance(level, str) else level
+    if name not in LOG_LEVELS:
+        raise InvalidArgumentError(
+            f"log level must be one of {', '.join(LOG_LEVELS)}, got {str(level)[:40]!r}"
+        )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(KeyValueFormatter())
     root = logging.getLogger("kickside")
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(name)
     root.propagate = False

@@ -245,20 +245,26 @@ def enable_slot(
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now") if now is not None else utcnow()
     with db.begin() as conn:
-        row = _locked_slot(db, conn, parsed)
-        if row.state != JobState.DISABLED.value:
-            unchanged = job_from_row(row)
-            _audit(conn, db, actor, "enable", unchanged, now, changed=False)
-            return unchanged
-        values: dict[str, Any] = {"state": JobState.PARKED.value, "attempt": 0, "updated_at": now}
-        if row.demand_pending or row.control_pending:
-            values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
-            notify_in_transaction(conn, db, row.queue)
-        enabled = _set(db, conn, parsed, values)
-        _audit(conn, db, actor, "enable", enabled, now)
+        enabled, changed = enable_in_transaction(db, conn, parsed, now)
+        _audit(conn, db, actor, "enable", enabled, now, changed=changed)
     if enabled.state is JobState.AVAILABLE:
         local_signal(db).wake(enabled.queue)
     return enabled
+
+
+def enable_in_transaction(
+    db: Database, conn: Connection, job_id: uuid.UUID, now: datetime
+) -> tuple[Job, bool]:
+    """:func:`enable_slot`'s change in ``conn``'s transaction, unaudited: the slot after it,
+    and whether it changed (only a disabled slot does). The caller signals the pools."""
+    row = _locked_slot(db, conn, job_id)
+    if row.state != JobState.DISABLED.value:
+        return job_from_row(row), False
+    values: dict[str, Any] = {"state": JobState.PARKED.value, "attempt": 0, "updated_at": now}
+    if row.demand_pending or row.control_pending:
+        values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
+        notify_in_transaction(conn, db, row.queue)
+    return _set(db, conn, job_id, values), True
 
 
 def park_job(

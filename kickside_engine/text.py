@@ -10,6 +10,7 @@ PostgreSQL, so that the two backends agree and nothing is half-written.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from kickside_engine.errors import InvalidArgumentError
@@ -80,3 +81,15 @@ def validate_name(value: object, field: str, *, max_length: int = 255) -> str:
             f"(at most {max_length} characters, starting with a letter or _)"
         )
     return value
+
+
+#: How many names an "unknown name" error lists.
+KNOWN_NAMES_SHOWN = 20
+
+
+def known_names(names: Sequence[str]) -> str:
+    """``a, b, c`` for an "unknown name" error: at most :data:`KNOWN_NAMES_SHOWN`, then how
+    many more; ``none`` when there are none."""
+    shown = ", ".join(names[:KNOWN_NAMES_SHOWN]) or "none"
+    more = len(names) - KNOWN_NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown

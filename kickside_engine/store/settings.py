@@ -30,7 +30,8 @@ class Setting:
     updated_by: str | None
 
 
-def _check_name(value: str, field: str) -> str:
+def check_setting_name(value: str, field: str) -> str:
+    """A setting's namespace or key: non-empty storable text of at most 255 characters."""
     if not isinstance(value, str) or not value.strip() or len(value) > 255:
         raise InvalidArgumentError(f"setting {field} must be a non-empty string (≤255)")
     return require_text(value, f"setting {field}")
@@ -47,8 +48,8 @@ def set_setting(
     now: datetime | None = None,
 ) -> Setting:
     """Create or replace a setting."""
-    _check_name(namespace, "namespace")
-    _check_name(key, "key")
+    check_setting_name(namespace, "namespace")
+    check_setting_name(key, "key")
     try:
         encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:

@@ -34,6 +34,7 @@ from kickside_engine.control import (
     count_jobs,
     delete_job,
     discard_job,
+    find_queue,
     job_detail,
     list_audit,
     list_jobs,
@@ -493,12 +494,31 @@ def test_pause_stops_claims_on_every_node_until_resumed(db: Database) -> None:
     assert {e.target_type for e in entries} == {"queue"}
 
 
-def test_pausing_a_queue_without_jobs_creates_it(db: Database) -> None:
-    info = pause_queue(db, "imports", ALICE, utcnow())
-    assert info.name == "imports" and info.paused and not info.no_node
-    assert [q.name for q in list_queues(db, utcnow())] == ["imports"]
+def test_pausing_an_unknown_queue_is_refused_unless_create(db: Database) -> None:
+    enqueue(db, job("ok").queue("mailers"))
+    for act in (lambda: pause_queue(db, "imports", ALICE, utcnow()),
+                lambda: resume_queue(db, "imports", ALICE, utcnow())):
+        with pytest.raises(NotFoundError, match="known queues: mailers") as info:
+            act()
+        assert info.value.details == {"queue": "imports", "known": ["mailers"]}
+    assert [q.name for q in list_queues(db, utcnow())] == ["mailers"]  # no queue was made
+    assert list_audit(db).entries == []
+    created = pause_queue(db, "imports", ALICE, utcnow(), create=True)
+    assert created.name == "imports" and created.paused and not created.no_node
+    assert [q.name for q in list_queues(db, utcnow())] == ["imports", "mailers"]
     with pytest.raises(InvalidArgumentError, match="queue"):
-        pause_queue(db, "has space", ALICE, utcnow())
+        pause_queue(db, "has space", ALICE, utcnow(), create=True)
+
+
+def test_a_queue_only_a_live_node_runs_is_known(db: Database) -> None:
+    now = utcnow()
+    add_node(db, "fresh", {"billing": 2}, now)
+    add_node(db, "stale", {"legacy": 2}, now - NODE_STALE_AFTER - timedelta(seconds=1))
+    found = find_queue(db, "billing", now)
+    assert [n.node for n in found.nodes] == ["fresh"] and not found.paused
+    assert pause_queue(db, "billing", ALICE, now).paused
+    with pytest.raises(NotFoundError, match="known queues: billing"):
+        find_queue(db, "legacy", now)  # a stale node runs nothing
 
 
 def add_node(db: Database, name: str, queues: Any, heartbeat_at: datetime) -> None:
@@ -517,7 +537,7 @@ def test_list_queues_flags_queues_no_live_node_runs(db: Database) -> None:
     enqueue(db, job("ok"))
     enqueue(db, job("ok").queue("mailers"))
     enqueue(db, job("ok").queue("reports").schedule_in(timedelta(hours=1)))
-    pause_queue(db, "empty", ALICE, now)
+    pause_queue(db, "empty", ALICE, now, create=True)
     add_node(db, "fresh", {"default": 10, "reports": 2}, now - timedelta(seconds=5))
     add_node(db, "stale", {"mailers": 5}, now - NODE_STALE_AFTER - timedelta(seconds=1))
     queues = {q.name: q for q in list_queues(db, now)}

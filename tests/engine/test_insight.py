@@ -15,14 +15,14 @@ from kickside_engine import (
     claim,
     enqueue,
 )
-from kickside_engine.capacity import capacity_groups, set_capacity
+from kickside_engine.capacity import capacity_groups, capacity_namespaces, set_capacity, stops_work
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, pause_queue
 from kickside_engine.explain import explain
 from kickside_engine.health import doctor
 from kickside_engine.metrics import overview, percentiles, queue_metrics, throughput
 from kickside_engine.store.nodes import NodeBeat, heartbeat
-from kickside_engine.store.settings import set_setting
+from kickside_engine.store.settings import get_settings, set_setting
 from kickside_engine.testing import drain_jobs
 
 from ..support.workers import registry
@@ -107,6 +107,22 @@ def test_capacity_groups_show_limits_usage_and_waiting_reasons(db: Database) -> 
         )
     set_setting(db, "app.capacity", "global_limit", "three")
     assert "invalid" in (capacity_groups(db, utcnow())[0].problem or "")
+
+
+def test_set_capacity_refuses_a_namespace_nothing_uses_unless_create(db: Database) -> None:
+    enqueue(db, JobBuilder("ok", capacity=GROUP).queue("exports").concurrency_key("k"))
+    set_setting(db, "other.limits", "global_limit", 1)  # settings exist under it
+    assert capacity_namespaces(db) == ["app.capacity", "other.limits"]
+    with pytest.raises(NotFoundError, match=r"known namespaces: app\.capacity, other\.limits"):
+        set_capacity(db, "app.capacityy", global_limit=2, per_key_limit=1, actor=ACTOR,
+                     now=utcnow())
+    assert get_settings(db, "app.capacityy") == [] and list_audit(db).entries == []
+    for known in ("app.capacity", "other.limits"):
+        set_capacity(db, known, global_limit=2, per_key_limit=1, actor=ACTOR, now=utcnow())
+    set_capacity(db, "new.group", global_limit=2, per_key_limit=1, actor=ACTOR, now=utcnow(),
+                 create=True)
+    assert "new.group" in capacity_namespaces(db)
+    assert stops_work(0, 1) and stops_work(3, 0) and not stops_work(1, 1)
 
 
 def test_metrics_from_history(db: Database) -> None:

@@ -355,7 +355,7 @@ def test_capacity_settings_take_any_numbers_and_claims_never_exceed_them(
     written = attempt(
         lambda: set_capacity(
             db, namespace, global_limit=global_limit, per_key_limit=per_key_limit,
-            actor=ME, now=now,
+            actor=ME, now=now, create=True,
         )
     )
     valid = (

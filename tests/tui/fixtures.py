@@ -175,7 +175,7 @@ def _build(db: Database) -> DemoIds:
         timedelta(minutes=10)).slot("feeds", "news", "poll"), now=_at(-60))
     # Capacity: the exports group allows 2 at once and 1 per tenant.
     set_capacity(db, "app.capacity", global_limit=2, per_key_limit=1, actor=OPERATOR,
-                 now=_at(-3000))
+                 now=_at(-3000), create=True)  # set before the first export job declares it
     export = JobBuilder("export_report", {"report": "q3"}, capacity=EXPORTS).queue("exports")
     _run(db, export.concurrency_key("acme"), at=-30, result=None, lease=60)
     for i, key in enumerate(("acme", "acme", "globex")):
