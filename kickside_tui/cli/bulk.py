@@ -13,7 +13,6 @@ confirmation asks for the count to be typed.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -22,7 +21,7 @@ from kickside_engine import InvalidArgumentError
 from kickside_engine.bulk import MAX_BATCH
 from kickside_engine.control import BulkPreview, bulk_apply, bulk_preview
 from kickside_tui.cli import output
-from kickside_tui.cli.confirm import unless_yes
+from kickside_tui.cli.confirm import confirm_count, confirm_or_refuse
 from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes
 from kickside_tui.cli.documents import job_document
 from kickside_tui.cli.jobs import (
@@ -65,29 +64,19 @@ def _excluded_note(preview: BulkPreview) -> str:
             "retries them, running them again)")
 
 
-def interactive() -> bool:
-    """Whether a person can answer on stdin (a seam for tests)."""
-    return sys.stdin.isatty()
-
-
 def _confirm(preview: BulkPreview, yes: bool) -> None:
     """Ask before acting; a large or unfiltered set needs its count typed in."""
-    question = f"{preview.action.capitalize()} {preview.count} jobs?{_excluded_note(preview)}"
-    if yes or not preview.needs_typed_count:
-        unless_yes(yes, question)
+    if yes:
         return
-    if not interactive():
-        unless_yes(False, question)  # refuses without a terminal, suggesting --yes
+    if not preview.needs_typed_count:
+        confirm_or_refuse(
+            f"{preview.action.capitalize()} {preview.count} jobs?{_excluded_note(preview)}"
+        )
         return
     scope = "EVERY job (no filter)" if preview.all_jobs else f"{preview.count} jobs"
-    typed = typer.prompt(
-        f"{preview.action.capitalize()} {scope}{_excluded_note(preview)}? "
-        f"Type the number of jobs ({preview.count}) to go ahead",
-        default="", show_default=False, err=True,
+    confirm_count(
+        f"{preview.action.capitalize()} {scope}{_excluded_note(preview)}?", preview.count
     )
-    if typed.strip() != str(preview.count):
-        output.error(f"aborted: {typed.strip() or 'nothing'} is not {preview.count}")
-        raise typer.Exit(1)
 
 
 def _run(

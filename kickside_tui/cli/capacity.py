@@ -6,10 +6,13 @@ from typing import Annotated
 
 import typer
 
-from kickside_engine.capacity import capacity_groups, set_capacity
+from kickside_engine import NotFoundError
+from kickside_engine.capacity import capacity_groups, set_capacity, stops_work
 from kickside_tui.cli import output
+from kickside_tui.cli.confirm import unless_yes
 from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes
-from kickside_tui.cli.options import JsonOption
+from kickside_tui.cli.options import JsonOption, YesOption
+from kickside_tui.cli.output import Column
 
 app = typer.Typer(help="Show capacity groups, or set a group's limits.")
 
@@ -32,8 +35,10 @@ def capacity(ctx: typer.Context, as_json: JsonOption = False) -> None:
         return
     output.table(
         None,
-        ("group", "settings", "global limit", "per-key limit", "executing", "busiest keys",
-         "waiting", "problem"),
+        ("group", Column("settings", priority=3), Column("global limit", justify="right"),
+         Column("per-key limit", justify="right"), Column("executing", justify="right"),
+         Column("busiest keys", priority=4, flex=True), Column("waiting", justify="right"),
+         Column("problem", priority=2, flex=True)),
         [
             [
                 g.group, g.settings_namespace, _limit(g.global_limit), _limit(g.per_key_limit),
@@ -49,7 +54,7 @@ def capacity(ctx: typer.Context, as_json: JsonOption = False) -> None:
         if g.waiting_jobs:
             output.table(
                 f"{g.group}: due jobs not admitted now",
-                ("job id", "concurrency key", "reason"),
+                ("job id", "concurrency key", Column("reason", flex=True)),
                 [[w.job_id, w.concurrency_key, w.reason] for w in g.waiting_jobs],
             )
     if not groups:
@@ -63,22 +68,39 @@ def set_limits(
     ctx: typer.Context,
     namespace: Annotated[str, typer.Argument(metavar="NAMESPACE",
                                              help="The group's settings namespace.")],
-    global_limit: Annotated[int, typer.Option("--global-limit",
+    global_limit: Annotated[int, typer.Option("--global-limit", metavar="N",
                                               help="Jobs of the group running at once.")],
-    per_key_limit: Annotated[int, typer.Option("--per-key-limit",
+    per_key_limit: Annotated[int, typer.Option("--per-key-limit", metavar="N",
                                                help="Jobs per concurrency key at once.")],
-    global_key: Annotated[str, typer.Option("--global-key", help="Setting key of the global "
-                                            "limit.")] = "global_limit",
-    per_key_key: Annotated[str, typer.Option("--per-key-key", help="Setting key of the "
-                                             "per-key limit.")] = "concurrency_key_limit",
+    global_key: Annotated[str, typer.Option("--global-key", metavar="KEY", help="Setting key "
+                                            "of the global limit.")] = "global_limit",
+    per_key_key: Annotated[str, typer.Option("--per-key-key", metavar="KEY", help="Setting "
+                                             "key of the per-key limit.")]
+    = "concurrency_key_limit",
+    create: Annotated[bool, typer.Option(
+        "--create", help="Set limits under a namespace no job declares and no setting uses "
+        "yet (before the workers that declare it are deployed).")] = False,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Set a capacity group's two limits (read by every claim from then on); audited."""
-    written = set_capacity(
-        open_database(ctx), namespace, global_limit=global_limit, per_key_limit=per_key_limit,
-        actor=actor(), now=now(), global_limit_key=global_key,
-        concurrency_key_limit_key=per_key_key,
-    )
+    """Set a capacity group's two limits (read by every claim from then on); audited.
+
+    An unknown namespace is refused, listing the known ones, unless --create. A limit of 0
+    stops the group (no job of it is admitted): that asks first (--yes for scripts).
+    """
+    db = open_database(ctx)
+    if stops_work(global_limit, per_key_limit):
+        zero = "--global-limit" if global_limit == 0 else "--per-key-limit"
+        unless_yes(yes, f"Stop capacity group {namespace}? With {zero} 0 no job of the group "
+                   "is admitted (running ones finish) until the limit is raised.")
+    try:
+        written = set_capacity(
+            db, namespace, global_limit=global_limit, per_key_limit=per_key_limit,
+            actor=actor(), now=now(), global_limit_key=global_key,
+            concurrency_key_limit_key=per_key_key, create=create,
+        )
+    except NotFoundError as exc:
+        raise NotFoundError(f"{exc}; --create sets it anyway", exc.details) from None
     if as_json:
         output.emit_json({"namespace": namespace, "settings": written})
         return

@@ -1,4 +1,6 @@
-"""Shared CLI state: the database options from the root callback, and error handling."""
+"""Shared CLI state: the global options of a run (given before or after the command), the
+database opened from them, job ids as the command line gives them, and error handling: one
+line on stderr, the documented exit code, and the error document under ``--json``."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
@@ -26,8 +28,9 @@ from kickside_engine import (
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, record_audit
-from kickside_engine.queries import parse_job_id
+from kickside_engine.ids import parse_uuid
 from kickside_engine.redact import redact_text, redact_value
+from kickside_engine.short_ids import resolve_job_id
 from kickside_tui.adapter import ReadOnlyError
 from kickside_tui.cli import output
 
@@ -45,12 +48,26 @@ EXIT_CODES_HELP = (
 
 @dataclass
 class CliState:
-    """Options given to the root command, and the database opened from them on first use."""
+    """The global options of this run, and the database opened from them on first use.
+
+    ``given``: the global options given on the command line (before or after the command),
+    as against taken from the environment.
+    """
 
     database_url: str | None = None
     schema: str | None = None
     read_only: bool = False
+    json: bool = False
+    wide: bool = False
+    given: set[str] = field(default_factory=set)
     _db: Database | None = field(default=None, repr=False)
+
+    def given_option(self, name: str, value: Any) -> None:
+        """A global option given after the command: it wins over the one before."""
+        setattr(self, name, value)
+        self.given.add(name)
+        if name == "wide":
+            output.configure(wide=bool(value))
 
     def database(self, *, create: bool = False) -> Database:
         """The database, opened on first use.
@@ -97,8 +114,7 @@ def writes(func: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        # Typer hands commands its Click context (typer.Context is only the annotation).
-        ctx: Any = next((a for a in (*args, *kwargs.values()) if hasattr(a, "find_root")), None)
+        ctx = _context(args, kwargs)
         if ctx is not None and state(ctx).read_only:
             raise ReadOnlyError(
                 f"read-only: `{ctx.command_path}` changes the database "
@@ -142,9 +158,20 @@ def actor() -> Actor:
     return Actor.current()
 
 
-def job_id(value: str) -> uuid.UUID:
-    """A job id given on the command line; a malformed one is a usage error (exit 2)."""
-    return parse_job_id(value)
+def job_id(ctx: typer.Context, value: str) -> uuid.UUID:
+    """A job id given on the command line: a full UUID, or the last 8 to 12 hex digits of one
+    (as tables show it). Malformed or ambiguous: a usage error (exit 2); no such job: exit 3."""
+    parsed = parse_uuid(value)
+    if parsed is not None:
+        return parsed
+    return resolve_job_id(open_database(ctx), value)
+
+
+def names(values: Sequence[str] | None) -> tuple[str, ...]:
+    """A repeatable option's values, each of which may be a comma-separated list."""
+    return tuple(
+        part.strip() for value in values or () for part in value.split(",") if part.strip()
+    )
 
 
 def json_object(text: str, option: str) -> dict[str, Any]:
@@ -178,39 +205,60 @@ def _one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _context(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    # Typer hands commands its Click context (typer.Context is only the annotation).
+    return next((a for a in (*args, *kwargs.values()) if hasattr(a, "find_root")), None)
+
+
+def _report(exc: BaseException, as_json: bool) -> int:
+    """Print ``exc`` as one line on stderr (and the error document under ``--json``); its
+    exit code."""
+    details: dict[str, Any] = {}
+    if isinstance(exc, KeyboardInterrupt):
+        code, exit_code, message = "interrupted", 130, "interrupted"
+    elif isinstance(exc, KicksideError):
+        code, exit_code = exc.code, exc.exit_code
+        message = " ".join(redact_text(str(exc)).split("\n"))
+        details = {k: redact_value(v) for k, v in exc.details.items()}
+    else:
+        code, exit_code = "failure", 1
+        message = redact_text(f"{type(exc).__name__}: {_one_line(exc)}")
+    if isinstance(exc, ConflictError) and details and not as_json:
+        facts = redact_text(", ".join(f"{k}={v}" for k, v in exc.details.items()))
+        output.error(escape(f"{message} ({facts})"))
+    else:
+        output.error(escape(message))
+    if as_json:
+        output.error_document(code, message, exit_code, details)
+    return exit_code
+
+
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn errors into a one-line message on stderr and the documented exit code.
 
-    A Kickside error exits with its ``exit_code``. A conflict's details (how to continue or
-    retry) follow its message in parentheses, or with ``--json`` are printed on stdout as
-    ``{"error": ..., "details": ...}`` for scripts. Any other exception is a failure (exit 1)
-    shown as one redacted line, never a traceback.
+    A Kickside error exits with its ``exit_code``; Ctrl-C with 130; any other exception is a
+    failure (exit 1) shown as one redacted line, never a traceback. A conflict's details (how
+    to continue or retry) follow its message in parentheses. Under ``--json`` (given to the
+    command, to its group or before it) stdout also carries the error document,
+    ``{"error": {"code", "message", "exit_code", "details"}}``.
     """
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        ctx = _context(args, kwargs)
+        cli = state(ctx) if ctx is not None else None
+        if cli is not None and "as_json" in kwargs:
+            if kwargs["as_json"]:
+                cli.json = True  # a group's --json holds for its subcommands
+            elif cli.json:
+                kwargs["as_json"] = True
+        as_json = bool(kwargs.get("as_json")) or bool(cli and cli.json)
         try:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, TyperException):
             raise
-        except KicksideError as exc:
-            message = " ".join(redact_text(str(exc)).split("\n"))
-            details = exc.details if isinstance(exc, ConflictError) else {}
-            if details and kwargs.get("as_json"):
-                output.error(escape(message))
-                output.emit_json({"error": message, "details": redact_value(details)})
-            elif details:
-                facts = redact_text(", ".join(f"{k}={v}" for k, v in details.items()))
-                output.error(escape(f"{message} ({facts})"))
-            else:
-                output.error(escape(message))
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            output.error("interrupted")
-            raise typer.Exit(130) from None
-        except Exception as exc:
-            output.error(escape(redact_text(f"{type(exc).__name__}: {_one_line(exc)}")))
-            raise typer.Exit(1) from None
+        except (KicksideError, KeyboardInterrupt, Exception) as exc:
+            raise typer.Exit(_report(exc, as_json)) from None
 
     return wrapper
 

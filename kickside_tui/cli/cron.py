@@ -21,6 +21,7 @@ from kickside_tui.cli import output
 from kickside_tui.cli.context import app_spec, handles_errors, now, open_database
 from kickside_tui.cli.documents import short_time
 from kickside_tui.cli.options import JsonOption
+from kickside_tui.cli.output import Column
 from kickside_tui.demo.marker import filled_by_demo
 
 #: ``source`` of the entries the running nodes publish.
@@ -62,14 +63,14 @@ def cron(
             (
                 "key",
                 "expression",
-                "timezone",
-                "worker",
-                "queue",
-                "nodes",
-                "next run",
-                "last run",
-                "last job",
-                "error",
+                Column("timezone", priority=5),
+                Column("worker", priority=3),
+                Column("queue", priority=6),
+                Column("nodes", priority=7, flex=True),
+                "next run (UTC)",
+                Column("last run (UTC)", priority=4),
+                Column("last job", priority=8),
+                Column("error", priority=2, flex=True),
             ),
             [
                 [

@@ -63,11 +63,7 @@ def _open(ctx: typer.Context) -> tuple[Database, bool]:
     from kickside_tui.demo import database as demo_database
 
     cli = state(ctx)
-    root = ctx.find_root()
-    chosen = any(  # on the command line, not from the environment
-        getattr(root.get_parameter_source(name), "name", None) == "COMMANDLINE"
-        for name in ("database_url", "schema")
-    )
+    chosen = bool(cli.given & {"database_url", "schema"})  # not from the environment
     if not chosen:
         if cli.database_url or cli.schema:
             output.note(

@@ -60,10 +60,15 @@ def run_document(run: Run, sensitive_keys: tuple[str, ...] = ()) -> dict[str, An
 
 
 def short_time(value: datetime | None) -> str:
-    """A UTC time for tables: ``2026-01-31 12:00:05``."""
+    """A UTC time for a table column whose header says UTC: ``2026-01-31 12:00:05``."""
     if value is None:
         return ""
     return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def utc_time(value: datetime | None) -> str:
+    """A UTC time in running text, saying so: ``2026-01-31 12:00:05 UTC``."""
+    return f"{short_time(value)} UTC" if value is not None else ""
 
 
 def seconds(value: timedelta | float | None) -> str:

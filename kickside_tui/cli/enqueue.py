@@ -19,6 +19,7 @@ from kickside_tui.cli.context import (
     duration,
     handles_errors,
     json_object,
+    names,
     now,
     open_database,
     writes,
@@ -90,8 +91,10 @@ def enqueue_command(
     schedule_at: Annotated[str | None, typer.Option("--schedule-at", metavar="ISO",
                                                     help="Run at this time (with a timezone).")]
     = None,
-    max_attempts: Annotated[int | None, typer.Option("--max-attempts")] = None,
-    tags: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable).")] = None,
+    max_attempts: Annotated[int | None, typer.Option(
+        "--max-attempts", metavar="N", help="Attempts before the job is discarded.")] = None,
+    tags: Annotated[list[str] | None, typer.Option(
+        "--tag", help="A tag; repeat it for several (a comma is part of the tag).")] = None,
     meta: Annotated[str | None, typer.Option("--meta", help="Meta: a JSON object.")] = None,
     unique: Annotated[str | None, typer.Option("--unique", metavar="args|worker|keys:A,B",
                                                help="At most one such job while incomplete.")]
@@ -106,7 +109,9 @@ def enqueue_command(
     scope: Annotated[str | None, typer.Option("--scope", help="Slot scope.")] = None,
     key: Annotated[str | None, typer.Option("--key", help="Slot key.")] = None,
     demand: Annotated[bool, typer.Option("--demand", help="Ask the slot to run now.")] = False,
-    concurrency_key: Annotated[str | None, typer.Option("--concurrency-key")] = None,
+    concurrency_key: Annotated[str | None, typer.Option(
+        "--concurrency-key", metavar="KEY",
+        help="Concurrency key: its capacity group limits running jobs per key.")] = None,
     max_execution: Annotated[float | None, typer.Option("--max-execution", metavar="SECONDS",
                                                         help="Kill an attempt running longer.")]
     = None,
@@ -115,8 +120,8 @@ def enqueue_command(
     = None,
     sensitive_keys: Annotated[list[str] | None, typer.Option(
         "--sensitive-key", metavar="NAME",
-        help="An args key to redact wherever the job is shown (repeatable; --app adds the "
-             "worker's declared ones).")] = None,
+        help="Args keys to redact wherever the job is shown (repeat, or comma-separate; "
+             "--app adds the worker's declared ones).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Enqueue a job for WORKER; with --namespace/--scope/--key (or --slot) enroll a slot.
@@ -126,7 +131,7 @@ def enqueue_command(
     """
     builder = _builder(worker, args, app)
     if sensitive_keys:
-        builder = builder.sensitive_keys(sensitive_keys)
+        builder = builder.sensitive_keys(list(names(sensitive_keys)))
     if queue is not None:
         builder = builder.queue(queue)
     if priority is not None:

@@ -14,7 +14,7 @@ from kickside_tui.cli.options import JobIdArgument, JsonOption
 @handles_errors
 def explain(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
     """Explain why job ID is not running now (or that it is), one reason per line."""
-    result = engine_explain(open_database(ctx), job_id(ident), now=now())
+    result = engine_explain(open_database(ctx), job_id(ctx, ident), now=now())
     reasons = [
         {"code": r.code, "message": redact_text(r.message), "data": redact_value(r.data)}
         for r in result.reasons

@@ -1,7 +1,9 @@
 """Actions on one job: wake, park, resume, retry, cancel, discard and delete.
 
-Every action is audited with the OS user and host (``Actor.current()``). Cancel, discard and
-delete are destructive: they ask on a terminal, take ``--yes``, and refuse (exit 2) otherwise.
+Every action is audited with the OS user and host (``Actor.current()``), under the command's
+name. ID is a full job id or its last 8 to 12 hex digits, as tables show it. Park (which
+clears the slot's pending work), cancel, discard and delete ask on a terminal, take ``--yes``,
+and refuse (exit 2) otherwise, as the dashboard asks.
 """
 
 from __future__ import annotations
@@ -12,16 +14,16 @@ from typing import Annotated
 
 import typer
 
-from kickside_engine import Database, Job, JobKind, JobState, get_job
+from kickside_engine import Database, Job, JobState, NotFoundError, get_job
 from kickside_engine.control import (
     Actor,
     cancel_job,
     delete_job,
     discard_job,
+    resume_job,
     retry_job,
 )
-from kickside_engine.errors import NotFoundError
-from kickside_engine.slots import enable_slot, park_job, wake_job
+from kickside_engine.slots import park_job, wake_job
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
 from kickside_tui.cli.context import (
@@ -48,12 +50,20 @@ def _report(action: str, job: Job, as_json: bool, verb: str) -> None:
         output.info(f"{verb} job {job.id}: now {job.state.value}")
 
 
-def _act(ctx: typer.Context, ident: str, action: str, fn: JobActionFn, as_json: bool) -> None:
-    parsed = str(job_id(ident))
-    job = fn(open_database(ctx), parsed, actor(), now())
-    verb = {"retry": "retried", "cancel": "cancelled", "discard": "discarded",
-            "delete": "deleted"}[action]
-    _report(action, job, as_json, verb)
+_VERBS = {"retry": "retried", "resume": "resumed", "cancel": "cancelled",
+          "discard": "discarded", "delete": "deleted"}
+
+
+def _act(
+    ctx: typer.Context, ident: str, action: str, fn: JobActionFn, as_json: bool,
+    *, confirm: str | None = None, yes: bool = False,
+) -> None:
+    """Resolve ``ident``, ask ``confirm`` (with the job's full id) unless ``yes``, then act."""
+    parsed = job_id(ctx, ident)
+    if confirm is not None:
+        unless_yes(yes, confirm.format(id=parsed))
+    job = fn(open_database(ctx), str(parsed), actor(), now())
+    _report(action, job, as_json, _VERBS[action])
 
 
 @handles_errors
@@ -70,7 +80,7 @@ def wake(
     as_json: JsonOption = False,
 ) -> None:
     """Wake a job: make pending work due now, or leave a follow-up on a running one."""
-    parsed = job_id(ident)
+    parsed = job_id(ctx, ident)
     db = open_database(ctx)
     when = now()
     result = wake_job(db, parsed, control=not ordinary, ensure_due=ensure_due, now=when,
@@ -88,13 +98,23 @@ def wake(
 
 @handles_errors
 @writes
-def park(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
-    """Park a slot: it rests (pending demand cleared) until its next wake."""
-    parsed = job_id(ident)
+def park(
+    ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Park a slot: it rests (pending demand and wakes cleared) until its next wake.
+
+    Asks first, as the dashboard does (--yes for scripts), unless it is parked already.
+    """
+    parsed = job_id(ctx, ident)
     db = open_database(ctx)
-    when = now()
-    parked = park_job(db, parsed, now=when, actor=actor())
-    _report("park", parked, as_json, "parked")
+    current = get_job(db, parsed)
+    if current is None:
+        raise NotFoundError(f"job {parsed} not found")
+    if current.is_slot and current.state is not JobState.PARKED:
+        unless_yes(yes, f"Park slot {parsed} ({current.state.value})? Its pending demand and "
+                   "wakes are cleared.")
+    _report("park", park_job(db, parsed, now=now(), actor=actor()), as_json, "parked")
 
 
 @handles_errors
@@ -104,22 +124,9 @@ def resume(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False
 
     A disabled slot goes back in service (due now if a wake is pending, else parked); a parked
     slot gets a control wake; any other job (a one-shot job, or a slot waiting on a retry) is
-    retried: made available now, as `kickside retry` does.
+    retried: made available now, as `kickside retry` does. Audited as resume.
     """
-    parsed = job_id(ident)
-    db = open_database(ctx)
-    when = now()
-    current = get_job(db, parsed)
-    if current is None:
-        raise NotFoundError(f"job {parsed} not found")
-    if current.kind is JobKind.SLOT and current.state is JobState.DISABLED:
-        job = enable_slot(db, parsed, now=when, actor=actor())
-    elif current.kind is JobKind.SLOT and current.state is JobState.PARKED:
-        wake_job(db, parsed, now=when, actor=actor())
-        job = get_job(db, parsed) or current
-    else:
-        job = retry_job(db, parsed, actor(), when)
-    _report("resume", job, as_json, "resumed")
+    _act(ctx, ident, "resume", resume_job, as_json)
 
 
 @handles_errors
@@ -136,8 +143,7 @@ def cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Cancel a job that is not final (an executing one is aborted on its node)."""
-    unless_yes(yes, f"Cancel job {job_id(ident)}?")
-    _act(ctx, ident, "cancel", cancel_job, as_json)
+    _act(ctx, ident, "cancel", cancel_job, as_json, yes=yes, confirm="Cancel job {id}?")
 
 
 @handles_errors
@@ -147,8 +153,7 @@ def discard(
     as_json: JsonOption = False,
 ) -> None:
     """Discard a job that is not final (an executing one is aborted on its node)."""
-    unless_yes(yes, f"Discard job {job_id(ident)}?")
-    _act(ctx, ident, "discard", discard_job, as_json)
+    _act(ctx, ident, "discard", discard_job, as_json, yes=yes, confirm="Discard job {id}?")
 
 
 @handles_errors
@@ -158,6 +163,5 @@ def delete(
     as_json: JsonOption = False,
 ) -> None:
     """Delete a job that is not executing, with its run history."""
-    unless_yes(yes, f"Delete job {job_id(ident)} and its run history?")
-    _act(ctx, ident, "delete", delete_job, as_json)
-
+    _act(ctx, ident, "delete", delete_job, as_json, yes=yes,
+         confirm="Delete job {id} and its run history?")

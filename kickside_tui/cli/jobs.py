@@ -12,30 +12,42 @@ from kickside_engine.control import JobFilter, job_detail, list_jobs
 from kickside_engine.purge import purge_request
 from kickside_engine.redact import declared_sensitive_keys
 from kickside_tui.cli import output
-from kickside_tui.cli.context import handles_errors, open_database
+from kickside_tui.cli.context import handles_errors, job_id, names, open_database
 from kickside_tui.cli.documents import (
     first_line,
     job_document,
     run_document,
     seconds,
     short_time,
+    utc_time,
 )
 from kickside_tui.cli.options import JobIdArgument, JsonOption
+from kickside_tui.cli.output import Column
 
 StateOption = Annotated[
     list[str] | None,
-    typer.Option("--state", help="Only jobs in this state (repeatable)."),
+    typer.Option("--state", help="Only jobs in these states: repeat it, or comma-separate "
+                 "(retryable,discarded)."),
 ]
-QueueOption = Annotated[list[str] | None, typer.Option("--queue", help="Queue (repeatable).")]
-WorkerOption = Annotated[list[str] | None, typer.Option("--worker", help="Worker (repeatable).")]
+QueueOption = Annotated[
+    list[str] | None,
+    typer.Option("--queue", help="Only jobs in these queues (repeat, or comma-separate)."),
+]
+WorkerOption = Annotated[
+    list[str] | None,
+    typer.Option("--worker", help="Only jobs of these workers (repeat, or comma-separate)."),
+]
 TagOption = Annotated[
-    list[str] | None, typer.Option("--tag", help="Tag; every tag given must be present.")
+    list[str] | None,
+    typer.Option("--tag", help="Only jobs with this tag; repeat it for several (each must be "
+                 "present). A comma is part of the tag."),
 ]
 SearchOption = Annotated[
     str | None, typer.Option("--search", help="Text in the args or an error message.")
 ]
 KindOption = Annotated[
-    list[str] | None, typer.Option("--kind", help="oneshot or slot (repeatable).")
+    list[str] | None,
+    typer.Option("--kind", help="Only oneshot or slot jobs (repeat, or comma-separate)."),
 ]
 
 
@@ -47,13 +59,17 @@ def job_filter(
     search: str | None = None,
     kinds: list[str] | None = None,
 ) -> JobFilter:
-    """The engine filter for the command line's options (validated by the engine: exit 2)."""
+    """The engine filter for the command line's options (validated by the engine: exit 2).
+
+    States, queues, workers and kinds may be comma-separated lists (none of them can hold a
+    comma); tags are taken whole, since a tag may.
+    """
     return JobFilter(
-        states=tuple(states or ()),  # type: ignore[arg-type]
-        queues=tuple(queues or ()),
-        workers=tuple(workers or ()),
+        states=names(states),  # type: ignore[arg-type]
+        queues=names(queues),
+        workers=names(workers),
         tags=tuple(tags or ()),
-        kinds=tuple(kinds or ()),  # type: ignore[arg-type]
+        kinds=names(kinds),  # type: ignore[arg-type]
         search=search,
     )
 
@@ -69,14 +85,24 @@ def job_rows(jobs: list[Job]) -> list[list[object]]:
             f"{j.attempt}/{j.max_attempts}",
             ", ".join(j.tags),
             short_time(j.scheduled_at),
-            first_line(j.errors[-1].error, 60, declared_sensitive_keys(j.meta))
+            first_line(j.errors[-1].error, 200, declared_sensitive_keys(j.meta))
             if j.errors else "",
         ]
         for j in jobs
     ]
 
 
-JOB_COLUMNS = ("id", "state", "queue", "worker", "attempt", "tags", "scheduled at", "last error")
+#: The listing's columns; at 80 columns tags, attempts and times give way first.
+JOB_COLUMNS = (
+    Column("id"),
+    Column("state"),
+    Column("queue", priority=3),
+    Column("worker"),
+    Column("attempt", priority=5),
+    Column("tags", priority=6),
+    Column("scheduled at (UTC)", priority=4),
+    Column("last error", priority=2, flex=True),
+)
 
 
 @handles_errors
@@ -110,9 +136,9 @@ def jobs(
 
 
 @handles_errors
-def job(ctx: typer.Context, job_id: JobIdArgument, as_json: JsonOption = False) -> None:
+def job(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
     """Show one job: its fields, args and meta (redacted), errors and runs."""
-    detail = job_detail(open_database(ctx), job_id)
+    detail = job_detail(open_database(ctx), job_id(ctx, ident))
     document = job_document(detail.job)
     declared = declared_sensitive_keys(detail.job.meta)
     runs = [run_document(r, declared) for r in detail.runs]
@@ -135,28 +161,31 @@ def job(ctx: typer.Context, job_id: JobIdArgument, as_json: JsonOption = False) 
         ]
     pairs += [
         ("concurrency key", j.concurrency_key), ("capacity group", j.capacity_group),
-        ("lease", f"{j.lease_owner} until {short_time(j.lease_expires_at)}"
+        ("lease", f"{j.lease_owner} until {utc_time(j.lease_expires_at)}"
          if j.lease_owner and j.lease_expires_at else None),
         ("max execution", seconds(j.max_execution_ms / 1000) if j.max_execution_ms else None),
-        ("inserted at", short_time(j.inserted_at)), ("scheduled at", short_time(j.scheduled_at)),
-        ("attempted at", short_time(j.attempted_at)), ("finalized at", short_time(j.finalized_at)),
+        ("inserted at", utc_time(j.inserted_at)), ("scheduled at", utc_time(j.scheduled_at)),
+        ("attempted at", utc_time(j.attempted_at)), ("finalized at", utc_time(j.finalized_at)),
         ("args", json.dumps(document["args"], ensure_ascii=False)),
         ("meta", json.dumps(document["meta"], ensure_ascii=False)),
     ]
     output.fields(f"job {j.id}", [(k, v) for k, v in pairs if v not in (None, "")])
     if document["errors"]:
         output.table(
-            "errors", ("attempt", "at", "error"),
-            [[e["attempt"], e["at"], e["error"]] for e in document["errors"]],
+            "errors", ("attempt", "at (UTC)", "error"),
+            [[e.attempt, short_time(e.at), shown["error"]]
+             for e, shown in zip(j.errors, document["errors"], strict=True)],
         )
     output.table(
-        "runs", ("#", "attempt", "node", "started", "finished", "took", "outcome", "error"),
+        "runs", (Column("#", justify="right"), Column("attempt", priority=2), "node",
+                 "started (UTC)", Column("finished (UTC)", priority=3), "took", "outcome",
+                 Column("error", priority=1, flex=True)),
         [
             [
                 i, r.attempt, r.node, short_time(r.started_at), short_time(r.finished_at),
                 seconds(r.duration_ms / 1000) if r.duration_ms is not None else "",
                 r.outcome.value if r.outcome else "running",
-                first_line(r.error, 80, declared),
+                first_line(r.error, 500, declared),
             ]
             for i, r in enumerate(detail.runs, 1)
         ],

@@ -10,9 +10,10 @@ import typer
 from kickside_engine import Job, JobState
 from kickside_engine.control import JobFilter, list_jobs
 from kickside_tui.cli import output
-from kickside_tui.cli.context import handles_errors, now, open_database
+from kickside_tui.cli.context import handles_errors, names, now, open_database
 from kickside_tui.cli.documents import seconds, short_time
 from kickside_tui.cli.options import JsonOption
+from kickside_tui.cli.output import Column
 
 
 def lease_document(job: Job, at: datetime) -> dict[str, Any]:
@@ -37,13 +38,13 @@ def lease_document(job: Job, at: datetime) -> dict[str, Any]:
 @handles_errors
 def leases(
     ctx: typer.Context,
-    queue: Annotated[list[str] | None, typer.Option("--queue", help="Queue (repeatable).")]
-    = None,
+    queue: Annotated[list[str] | None, typer.Option(
+        "--queue", help="Only these queues (repeat, or comma-separate).")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many (1..1000).")] = 200,
     as_json: JsonOption = False,
 ) -> None:
     """List executing jobs: node, lease expiry, and elapsed time against max execution."""
-    flt = JobFilter(states=(JobState.EXECUTING,), queues=tuple(queue or ()))
+    flt = JobFilter(states=(JobState.EXECUTING,), queues=names(queue))
     page = list_jobs(open_database(ctx), flt, limit=limit)
     at = now()
     docs = [lease_document(j, at) for j in page.jobs]
@@ -52,8 +53,10 @@ def leases(
         return
     output.table(
         None,
-        ("job id", "worker", "queue", "node", "lease expires", "elapsed", "max execution",
-         "attention"),
+        ("job id", "worker", Column("queue", priority=3), "node",
+         Column("lease expires (UTC)", priority=4), Column("elapsed", justify="right"),
+         Column("max execution", priority=2, justify="right"),
+         Column("attention", priority=1, flex=True)),
         [
             [
                 d["job_id"], d["worker"], d["queue"], d["node"],

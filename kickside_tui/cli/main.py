@@ -21,6 +21,7 @@ from kickside_tui.cli import (
     leases,
     migrate,
     nodes,
+    output,
     prune,
     purge,
     queues,
@@ -29,14 +30,21 @@ from kickside_tui.cli import (
     worker,
 )
 from kickside_tui.cli.context import EXIT_CODES_HELP, READ_ONLY_ENV, CliState
+from kickside_tui.cli.grammar import KicksideGroup
 
 app = typer.Typer(
     name="kickside",
+    cls=KicksideGroup,
     help=f"Kickside: a durable, database-backed job engine.\n\n{EXIT_CODES_HELP}",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+#: The root's parameters, by the CliState field each sets.
+_GIVEN = {"database_url": "database_url", "schema": "schema", "read_only": "read_only",
+          "as_json": "json", "wide": "wide"}
 
 
 @app.callback()
@@ -46,6 +54,7 @@ def root(
         str | None,
         typer.Option(
             "--database-url",
+            metavar="URL",
             envvar=DATABASE_URL_ENV,
             show_envvar=True,
             show_default=False,
@@ -57,6 +66,7 @@ def root(
         str | None,
         typer.Option(
             "--schema",
+            metavar="NAME",
             envvar=SCHEMA_ENV,
             show_envvar=True,
             help="PostgreSQL schema for Kickside's tables.",
@@ -71,9 +81,27 @@ def root(
             help="Refuse every command that would change the database (for a read-only role).",
         ),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Every command prints one JSON document on stdout: its result, or "
+            '{"error": {"code", "message", "exit_code", "details"}}.',
+        ),
+    ] = False,
+    wide: Annotated[
+        bool,
+        typer.Option("--wide", help="Tables with every column and full job ids, however wide."),
+    ] = False,
 ) -> None:
-    """Options shared by every command."""
-    ctx.obj = CliState(database_url=database_url, schema=schema, read_only=read_only)
+    """Options shared by every command (each also takes them after its name)."""
+    given = {
+        option for param, option in _GIVEN.items()
+        if getattr(ctx.get_parameter_source(param), "name", None) == "COMMANDLINE"
+    }
+    ctx.obj = CliState(database_url=database_url, schema=schema, read_only=read_only,
+                       json=as_json, wide=wide, given=given)
+    output.configure(wide=wide)
     ctx.call_on_close(ctx.obj.close)
 
 

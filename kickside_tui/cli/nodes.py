@@ -9,6 +9,7 @@ from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, now, open_database
 from kickside_tui.cli.documents import seconds, short_time
 from kickside_tui.cli.options import JsonOption
+from kickside_tui.cli.output import Column
 
 
 @handles_errors
@@ -20,8 +21,10 @@ def nodes(ctx: typer.Context, as_json: JsonOption = False) -> None:
         return
     output.table(
         None,
-        ("node", "host", "pid", "queues", "code version", "executors", "started",
-         "heartbeat age", "stale"),
+        ("node", Column("host", priority=3), Column("pid", priority=5, justify="right"),
+         Column("queues", flex=True), Column("code version", priority=4),
+         Column("executors", priority=2), Column("started (UTC)", priority=6),
+         Column("heartbeat age", justify="right"), "stale"),
         [
             [
                 n.name, n.host, n.pid,

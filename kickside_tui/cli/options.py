@@ -12,4 +12,6 @@ JsonOption = Annotated[
 YesOption = Annotated[
     bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")
 ]
-JobIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The job's UUID.")]
+JobIdArgument = Annotated[
+    str, typer.Argument(metavar="ID", help="The job's id, or its last 8 to 12 hex digits.")
+]

@@ -11,6 +11,7 @@ from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, now, open_database
 from kickside_tui.cli.documents import short_time
 from kickside_tui.cli.options import JsonOption
+from kickside_tui.cli.output import Column
 
 
 @handles_errors
@@ -33,8 +34,10 @@ def slots(
         return
     output.table(
         None,
-        ("namespace", "scope", "key", "state", "demand", "control", "due", "next due",
-         "last run", "outcome", "job id"),
+        ("namespace", "scope", "key", "state", Column("demand", priority=4),
+         Column("control", priority=5), Column("due", priority=3),
+         Column("next due (UTC)", priority=6), Column("last run (UTC)", priority=7),
+         Column("outcome", priority=2), Column("job id", priority=1)),
         [
             [
                 s.namespace, s.scope, s.key,

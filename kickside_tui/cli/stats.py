@@ -9,8 +9,11 @@ from kickside_engine.metrics import Overview, overview
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, now, open_database
 from kickside_tui.cli.options import JsonOption
+from kickside_tui.cli.output import Column
 
 _STATES = tuple(JobState)
+#: The states whose column gives way first at 80 columns.
+_GIVE_WAY = {JobState.CANCELLED: 2, JobState.PARKED: 3, JobState.DISABLED: 4}
 
 
 def overview_document(view: Overview) -> dict[str, object]:
@@ -38,7 +41,8 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         return
     rows = [[q, *(c[s] for s in _STATES)] for q, c in sorted(view.counts.items())]
     rows.append(["(all)", *(view.totals[s] for s in _STATES)])
-    output.table("jobs", ("queue", *(s.value for s in _STATES)), rows)
+    output.table("jobs", ("queue", *(Column(s.value, priority=_GIVE_WAY.get(s, 0),
+                                            justify="right") for s in _STATES)), rows)
     output.fields(None, [
         ("nodes", f"{view.nodes_alive} alive, {view.nodes_stale} stale"),
         ("last minute", f"{view.completed_last_minute} completed, "

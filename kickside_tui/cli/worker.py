@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.logs import LOG_LEVELS
 from kickside_engine.runtime import (
     PoolConfig,
     WorkerPool,
@@ -29,6 +30,7 @@ from kickside_tui.cli.context import (
     state,
     writes,
 )
+from kickside_tui.cli.options import JsonOption
 
 #: Environment variable for ``--prune-after``.
 PRUNE_AFTER_ENV = "KICKSIDE_PRUNE_AFTER"
@@ -59,7 +61,10 @@ def worker(
     = None,
     node: Annotated[str | None, typer.Option("--node", help="Node name (default host:pid).")]
     = None,
-    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+    log_level: Annotated[str, typer.Option(
+        "--log-level", metavar="LEVEL",
+        help=f"Log records from this level on, to stderr: {', '.join(LOG_LEVELS)}.")]
+    = "INFO",
     prefetch: Annotated[int | None, typer.Option(
         "--prefetch", min=0, help="Jobs claimed ahead of free executors while jobs are fast "
         "(default: what the executors get through in one database turn, 2-12 per executor; "
@@ -144,19 +149,22 @@ def _leases_text(config: PoolConfig) -> str:
     return ",".join([f"{config.lease.total_seconds():g}s", *own])
 
 
-def reload(ctx: typer.Context) -> None:
+def reload(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Ask every pool to load new worker code in place (SIGHUP here, NOTIFY on PostgreSQL)."""
-    _reload(ctx)
+    _reload(ctx, as_json=as_json)
 
 
 @handles_errors
 @writes
-def _reload(ctx: typer.Context) -> None:
+def _reload(ctx: typer.Context, *, as_json: bool = False) -> None:
     db = state(ctx).database()
     # Audited first: a role that may not write gets no further than the audit row.
     record_action(db, "reload", "pools", "all", {"host": socket.gethostname()}, now())
     signalled = signal_reload(db)
-    output.info(f"asked {signalled} pool(s) to reload")
+    if as_json:
+        output.emit_json({"signalled": signalled})
+    else:
+        output.info(f"asked {signalled} pool(s) to reload")
 
 
 logging.getLogger("kickside").addHandler(logging.NullHandler())

@@ -14,7 +14,7 @@ from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, BulkPreview, JobFilter, cancel_job, list_audit
 from kickside_engine.testing import drain_jobs
-from kickside_tui.cli import bulk
+from kickside_tui.cli import bulk, confirm
 from kickside_tui.cli.main import app
 
 from ..conftest import Target
@@ -156,7 +156,7 @@ def test_a_large_set_or_every_job_needs_the_count_typed(
     ids = [enqueue(db, JobBuilder("ok", {"n": n}).queue("big")).id for n in range(101)]
     refused = cli(target, "bulk", "cancel", "--queue", "big")  # no terminal, no --yes
     assert refused.exit_code == 2 and "--yes" in refused.stderr
-    monkeypatch.setattr(bulk, "interactive", lambda: True)
+    monkeypatch.setattr(confirm, "interactive", lambda: True)
     wrong = runner.invoke(app, [*target.cli_args(), "bulk", "cancel", "--queue", "big"],
                           input="y\n")
     assert wrong.exit_code == 1 and "Type the number of jobs (101)" in wrong.stderr

@@ -130,7 +130,9 @@ def test_usage_errors_exit_2_with_one_line(
     result = cli(target, "enqueue", "ok", *args, "--json")
     assert result.exit_code == 2, result.output
     assert needle in result.stderr and result.stderr.count("\n") == 1
-    assert result.stdout == ""
+    error = json.loads(result.stdout)["error"]  # the one error document, on stdout
+    assert error["code"] == "invalid_argument" and error["exit_code"] == 2
+    assert needle in error["message"]
 
 
 def test_an_unmigrated_database_is_a_one_line_failure(target: Target) -> None:

@@ -56,7 +56,7 @@ def test_retry_revives_a_discarded_job_and_is_audited(db: Database, target: Targ
     assert audited(db, job_id) == ["retry"]
     again = cli(target, "retry", str(job_id), "--json")
     assert again.exit_code == 4 and "it is available" in again.stderr
-    assert json.loads(again.stdout)["details"]["state"] == "available"
+    assert json.loads(again.stdout)["error"]["details"]["state"] == "available"
 
 
 @pytest.mark.parametrize(("verb", "final"), [("cancel", "cancelled"), ("discard", "discarded")])
@@ -73,7 +73,7 @@ def test_destructive_actions_refuse_without_yes_then_act(
     assert state_of(db, job_id) is JobState(final) and audited(db, job_id) == [verb]
     conflict = cli(target, verb, str(job_id), "--yes", "--json")
     assert conflict.exit_code == 4
-    assert json.loads(conflict.stdout)["details"] == {
+    assert json.loads(conflict.stdout)["error"]["details"] == {
         "state": final, "action": verb, "job_id": str(job_id),
     }
 
@@ -99,7 +99,7 @@ def test_delete_removes_a_job_but_not_an_executing_one(db: Database, target: Tar
 
 def test_malformed_ids_exit_2_and_absent_ones_exit_3(db: Database, target: Target) -> None:
     for verb in ("retry", "cancel", "discard", "delete", "wake", "park", "resume", "explain"):
-        yes = ["--yes"] if verb in ("cancel", "discard", "delete") else []
+        yes = ["--yes"] if verb in ("cancel", "discard", "delete", "park") else []
         malformed = cli(target, verb, "12345", *yes)
         assert malformed.exit_code == 2, (verb, malformed.output)
         assert malformed.stderr.count("\n") == 1 and "12345" in malformed.stderr
@@ -129,13 +129,20 @@ def test_a_finished_job_cannot_be_woken(db: Database, target: Target) -> None:
     drain_jobs(db, registry)
     result = cli(target, "wake", str(job_id), "--json")
     assert result.exit_code == 4
-    assert json.loads(result.stdout)["details"] == {"state": "completed"}
+    assert json.loads(result.stdout)["error"]["details"] == {"state": "completed"}
 
 
-def test_park_rests_a_slot_and_refuses_a_one_shot_job(db: Database, target: Target) -> None:
+def test_park_asks_first_rests_a_slot_and_refuses_a_one_shot_job(
+    db: Database, target: Target
+) -> None:
     job_id = slot(db)
-    doc = cli_json(target, "park", str(job_id))
+    refused = cli(target, "park", str(job_id))  # no terminal, no --yes: as the dashboard asks
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+    assert state_of(db, job_id) is not JobState.PARKED and audited(db, job_id) == []
+    doc = cli_json(target, "park", str(job_id), "--yes")
     assert doc["job"]["state"] == "parked" and audited(db, job_id) == ["park"]
+    again = cli_json(target, "park", str(job_id))  # parked already: nothing to confirm
+    assert again["job"]["state"] == "parked"
     oneshot = enqueue(db, JobBuilder("ok", {})).id
     assert cli(target, "park", str(oneshot)).exit_code == 4
 
@@ -144,13 +151,17 @@ def test_resume_enables_wakes_or_retries(db: Database, target: Target) -> None:
     disabled = slot(db, "d")
     disable_slot(db, disabled)
     assert cli_json(target, "resume", str(disabled))["job"]["state"] == "parked"
-    assert audited(db, disabled) == ["enable"]
+    assert audited(db, disabled) == ["resume"]  # under the command's name
     parked = slot(db, "p")
     park_job(db, parked)
     assert cli_json(target, "resume", str(parked))["job"]["state"] == "available"
-    assert audited(db, parked) == ["wake"]
+    assert audited(db, parked) == ["resume"]
     failing = enqueue(db, JobBuilder("fail", {}).queue("f")).id
     drain_jobs(db, registry, queue="f")
     assert state_of(db, failing) is JobState.RETRYABLE
     assert cli_json(target, "resume", str(failing))["job"]["state"] == "available"
-    assert audited(db, failing) == ["retry"]
+    assert audited(db, failing) == ["resume"]
+    # What resume did is in the row: audit --action resume finds all three.
+    entries = list_audit(db, action="resume").entries
+    assert [e.details["via"] for e in entries] == ["retry", "wake", "enable"]
+    assert [e.details["to"] for e in entries] == ["available", "available", "parked"]

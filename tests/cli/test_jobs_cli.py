@@ -69,11 +69,14 @@ def test_paging_prints_the_next_cursor_until_the_last_page(db: Database, target:
     assert human.exit_code == 0 and "next page: --cursor" in human.stdout
 
 
-def test_human_listing_is_a_table(db: Database, target: Target) -> None:
+def test_human_listing_is_a_table_of_short_ids(db: Database, target: Target) -> None:
     job_id = enqueue(db, JobBuilder("ok", {})).id
     result = cli(target, "jobs")
     assert result.exit_code == 0
-    assert str(job_id) in result.stdout and "available" in result.stdout
+    assert str(job_id)[-8:] in result.stdout and "available" in result.stdout
+    assert str(job_id) not in result.stdout  # the full id is for --wide and --json
+    wide = cli(target, "jobs", "--wide")
+    assert wide.exit_code == 0 and str(job_id) in wide.stdout
 
 
 def test_bad_filters_and_cursors_exit_2(db: Database, target: Target) -> None:
@@ -111,7 +114,7 @@ def test_job_detail_shows_redacted_errors_and_runs(db: Database, target: Target)
 def test_job_exit_codes_for_malformed_and_absent_ids(db: Database, target: Target) -> None:
     malformed = cli(target, "job", "not-a-uuid", "--json")
     assert malformed.exit_code == 2 and "not a UUID" in malformed.stderr
-    assert malformed.stdout == ""
+    assert json.loads(malformed.stdout)["error"]["code"] == "invalid_argument"
     absent = cli(target, "job", str(uuid.uuid4()))
     assert absent.exit_code == 3 and "not found" in absent.stderr
     assert absent.stderr.count("\n") == 1 and "Traceback" not in absent.output
@@ -140,6 +143,9 @@ def test_an_interrupt_exits_130_and_a_surprise_exits_1_in_one_redacted_line(
 
     monkeypatch.setattr(jobs, "list_jobs", surprised)
     result = cli(target, "jobs", "--json")
-    assert result.exit_code == 1 and result.stdout == ""
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "failure" and error["message"].startswith("RuntimeError: lost")
+    assert "not-a-password" not in result.stdout
     assert result.stderr.count("\n") == 1 and "RuntimeError: lost" in result.stderr
     assert "not-a-password" not in result.stderr and "Traceback" not in result.stderr

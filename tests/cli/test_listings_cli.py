@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner, Result
 
 from kickside_engine import Database, JobBuilder, claim, enqueue
@@ -13,6 +14,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, list_queues
 from kickside_engine.slots import park_job
 from kickside_engine.store.nodes import NodeBeat, heartbeat
+from kickside_tui.cli import confirm
 from kickside_tui.cli.main import app
 
 from ..conftest import Target
@@ -66,7 +68,7 @@ def test_queues_pause_and_resume_are_audited(db: Database, target: Target) -> No
     (mailers,) = cli_json(target, "queues")["queues"]
     assert mailers["name"] == "mailers" and mailers["counts"]["available"] == 1
     assert mailers["paused"] is False and mailers["no_node"] is True
-    paused = cli_json(target, "queues", "pause", "mailers")["queue"]
+    paused = cli_json(target, "queues", "pause", "mailers", "--yes")["queue"]
     assert paused["paused"] is True and paused["paused_by"] == str(Actor.current())
     assert "jobs waiting" in cli(target, "queues").stdout
     resumed = cli_json(target, "queues", "resume", "mailers")["queue"]
@@ -75,15 +77,46 @@ def test_queues_pause_and_resume_are_audited(db: Database, target: Target) -> No
     assert actions == ["resume", "pause"]
 
 
-def test_pausing_an_unknown_queue_creates_it_but_resuming_one_is_not_found(
+def test_an_unknown_queue_is_refused_listing_the_known_ones_unless_create(
     db: Database, target: Target
 ) -> None:
-    missing = cli(target, "queues", "resume", "nowhere", "--json")
-    assert missing.exit_code == 3 and missing.stdout == ""
-    assert cli_json(target, "queues", "pause", "later")["queue"]["paused"] is True
-    assert [q.name for q in list_queues(db, utcnow())] == ["later"]
+    enqueue(db, JobBuilder("ok", {}).queue("mailers"))
+    heartbeat(db, NodeBeat("n1", "h", 1, {"billing": 2}, "v1", 0, 2, utcnow()), utcnow())
+    for verb in (["pause", "--yes"], ["resume"]):
+        typo = cli(target, "queues", *verb, "mailrs", "--json")
+        assert typo.exit_code == 3, typo.output
+        error = json.loads(typo.stdout)["error"]  # the one error document, on stdout
+        assert error["code"] == "not_found" and error["exit_code"] == 3
+        assert error["details"]["known"] == ["billing", "mailers"]  # jobs, or a live node
+        assert "known queues: billing, mailers" in typo.stderr and typo.stderr.count("\n") == 1
+    assert "--create" in cli(target, "queues", "pause", "mailrs", "--yes").stderr
+    assert [q.name for q in list_queues(db, utcnow())] == ["mailers"]  # nothing was created
+    # A queue only a live node runs is known; --create pauses a queue nothing uses yet.
+    assert cli_json(target, "queues", "pause", "billing", "--yes")["queue"]["paused"] is True
+    assert cli_json(target, "queues", "pause", "later", "--create", "--yes")["queue"]["paused"]
+    assert [q.name for q in list_queues(db, utcnow())] == ["billing", "later", "mailers"]
     bad = cli(target, "queues", "pause", "")
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+
+
+def test_pausing_asks_first_and_names_the_live_nodes_that_stop(
+    db: Database, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enqueue(db, JobBuilder("ok", {}).queue("mailers"))
+    heartbeat(db, NodeBeat("web-1", "h", 1, {"mailers": 4}, "v1", 0, 4, utcnow()), utcnow())
+    refused = cli(target, "queues", "pause", "mailers")  # no terminal, no --yes
+    assert refused.exit_code == 2 and "--yes" in refused.stderr and "web-1" in refused.stderr
+    monkeypatch.setattr(confirm, "interactive", lambda: True)
+    declined = runner.invoke(app, [*target.cli_args(), "queues", "pause", "mailers"],
+                             input="n\n")
+    assert declined.exit_code == 1 and "Live nodes web-1 stop claiming" in declined.stderr
+    assert not list_queues(db, utcnow())[0].paused
+    accepted = runner.invoke(app, [*target.cli_args(), "queues", "pause", "mailers"],
+                             input="y\n")
+    assert accepted.exit_code == 0 and accepted.stdout == "queue mailers is paused\n"
+    assert list_queues(db, utcnow())[0].paused
+    again = cli(target, "queues", "pause", "mailers")  # paused already: nothing to confirm
+    assert again.exit_code == 0
 
 
 def test_nodes_list_heartbeats_and_stale_pools(db: Database, target: Target) -> None:
@@ -104,7 +137,7 @@ def test_nodes_list_heartbeats_and_stale_pools(db: Database, target: Target) -> 
 
 def test_audit_lists_actions_newest_first_with_paging(db: Database, target: Target) -> None:
     for name in ("q1", "q2", "q3"):
-        cli_json(target, "queues", "pause", name)
+        cli_json(target, "queues", "pause", name, "--create", "--yes")
     page = cli_json(target, "audit", "--limit", "2", "--action", "pause")
     assert [e["target"] for e in page["entries"]] == ["q3", "q2"]
     assert page["entries"][0]["actor"] == Actor.current().user

@@ -73,7 +73,7 @@ def test_one_call_by_default_exits_4_with_how_to_continue(db: Database, target: 
     add_settled_runs(db, job_id, 149)
     result = cli(target, "purge-slot", *IDENTITY, "--yes", "--json")
     assert result.exit_code == 4, result.output
-    details = json.loads(result.stdout)["details"]
+    details = json.loads(result.stdout)["error"]["details"]
     assert details["needs_continue"] is True and details["runs_deleted"] == 100
     assert "more remain" in result.stderr and result.stderr.count("\n") == 1
     done = cli(target, "purge-slot", *IDENTITY, "--yes", "--json")
@@ -140,7 +140,7 @@ def test_until_done_gives_up_after_its_timeout(db: Database, target: Target) -> 
     result = cli(target, "purge-slot", *IDENTITY, "--until-done", "--timeout", "0", "--yes",
                  "--json")
     assert result.exit_code == 4, result.output
-    details: dict[str, Any] = json.loads(result.stdout)["details"]
+    details: dict[str, Any] = json.loads(result.stdout)["error"]["details"]
     assert details["wait_for"] == "lease_release" and details["timed_out"] is True
     assert "lease_release" in result.stderr
     human = cli(target, "purge-slot", *IDENTITY, "--yes")
@@ -181,7 +181,7 @@ def test_a_purge_of_a_running_slot_with_wakes_shows_as_pending_and_it_never_runs
 ) -> None:
     job_id, claimed = running_with_wakes(db)
     first = cli(target, "purge-slot", *IDENTITY, "--yes", "--json")
-    assert first.exit_code == 4 and json.loads(first.stdout)["details"]["wait_for"] == (
+    assert first.exit_code == 4 and json.loads(first.stdout)["error"]["details"]["wait_for"] == (
         "lease_release"
     )
     slots = cli(target, "slots")

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner, Result
 
 from kickside_engine import Database, JobBuilder, enqueue, get_job
@@ -16,6 +17,7 @@ from kickside_engine.store.nodes import NodeBeat, heartbeat
 from kickside_engine.store.settings import get_settings
 from kickside_engine.testing import drain_jobs
 from kickside_engine.workers import CapacityDeclaration
+from kickside_tui.cli import confirm
 from kickside_tui.cli.main import app
 from kickside_tui.demo import marker
 
@@ -69,6 +71,44 @@ def test_capacity_shows_groups_and_set_writes_both_limits(db: Database, target: 
     assert negative.exit_code == 2 and "global_limit" in negative.stderr
 
 
+def test_capacity_set_refuses_a_typo_listing_the_namespaces_unless_create(
+    db: Database, target: Target
+) -> None:
+    enqueue(db, capped("t1"))  # declares caps.exports
+    typo = cli(target, "capacity", "set", "caps.exportz", "--global-limit", "4",
+               "--per-key-limit", "1", "--json")
+    assert typo.exit_code == 3 and typo.stderr.count("\n") == 1
+    assert "known namespaces: caps.exports" in typo.stderr and "--create" in typo.stderr
+    assert json.loads(typo.stdout)["error"]["details"]["known"] == ["caps.exports"]
+    assert get_settings(db, "caps.exportz") == [] and list_audit(db).entries == []
+    made = cli(target, "capacity", "set", "caps.imports", "--global-limit", "4",
+               "--per-key-limit", "1", "--create")
+    assert made.exit_code == 0 and "global_limit=4" in made.stdout
+    assert len(get_settings(db, "caps.imports")) == 2
+
+
+def test_a_limit_of_0_stops_the_group_so_it_asks_first(
+    db: Database, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enqueue(db, capped("t1"))
+    argv = ["capacity", "set", "caps.exports", "--global-limit", "0", "--per-key-limit", "1"]
+    refused = cli(target, *argv)  # no terminal, no --yes
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+    assert "no job of the group is admitted" in refused.stderr
+    monkeypatch.setattr(confirm, "interactive", lambda: True)
+    declined = runner.invoke(app, [*target.cli_args(), *argv], input="\n")
+    assert declined.exit_code == 1 and get_settings(db, "caps.exports") == []
+    accepted = runner.invoke(app, [*target.cli_args(), *argv], input="y\n")
+    assert accepted.exit_code == 0, accepted.output
+    assert {s.key: s.value for s in get_settings(db, "caps.exports")}["global_limit"] == 0
+    scripted = cli(target, "capacity", "set", "caps.exports", "--global-limit", "2",
+                   "--per-key-limit", "0", "--yes")
+    assert scripted.exit_code == 0
+    raised = cli(target, "capacity", "set", "caps.exports", "--global-limit", "2",
+                 "--per-key-limit", "1")  # admits work: nothing to confirm
+    assert raised.exit_code == 0
+
+
 def test_stats_counts_jobs_by_queue_and_state(db: Database, target: Target) -> None:
     enqueue(db, JobBuilder("ok", {}).queue("a"))
     enqueue(db, JobBuilder("ok", {}).queue("b"))
@@ -118,8 +158,9 @@ def test_doctor_reports_an_unmigrated_schema(target: Target) -> None:
 def test_doctor_exits_5_when_the_database_is_unreachable() -> None:
     url = "postgresql+psycopg://deploy:not-a-password@127.0.0.1:1/db"
     result = runner.invoke(app, ["--database-url", url, "doctor", "--json"])
-    assert result.exit_code == 5 and result.stdout == ""
-    assert "not-a-password" not in result.stderr
+    assert result.exit_code == 5
+    assert json.loads(result.stdout)["error"]["code"] == "database_unavailable"
+    assert "not-a-password" not in result.stderr + result.stdout
 
 
 def test_cron_shows_next_and_last_runs_from_the_app_schedule(

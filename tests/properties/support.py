@@ -104,6 +104,10 @@ job_id_text = st.one_of(
     st.uuids().map(lambda u: f" {u}\n"),
     st.uuids().map(lambda u: str(u)[:-1]),
     st.uuids().map(lambda u: f"{u}\x00"),
+    st.uuids().map(lambda u: u.hex[-8:]),  # a short id, as tables show it
+    st.uuids().map(lambda u: u.hex[-12:].upper()),
+    st.uuids().map(lambda u: u.hex[-7:]),  # too short to be one
+    st.uuids().map(lambda u: u.hex[-13:]),  # longer than the last group
     any_text,
 )
 #: JSON-like values of any shape (finite and not), with nasty strings.

@@ -60,7 +60,7 @@ def seed(db: Database) -> Seeded:
         read=job("reads"),
     )
     disable_slot(db, seeded.resume, actor=ADMIN)
-    pause_queue(db, "audited", ADMIN, utcnow())
+    pause_queue(db, "audited", ADMIN, utcnow(), create=True)
     slot("purge")
     for queue in ("bulk-retry", "bulk-cancel", "bulk-discard"):
         for _ in range(2):
@@ -81,8 +81,8 @@ class Action:
 ACTIONS: dict[str, Action] = {
     "enqueue": Action(lambda s: ["enqueue", "ok", "--args", '{"from": "audit"}'], "enqueue"),
     "wake": Action(lambda s: ["wake", str(s.wake)], "wake", lambda s: str(s.wake)),
-    "park": Action(lambda s: ["park", str(s.park)], "park", lambda s: str(s.park)),
-    "resume": Action(lambda s: ["resume", str(s.resume)], "enable", lambda s: str(s.resume)),
+    "park": Action(lambda s: ["park", "--yes", str(s.park)], "park", lambda s: str(s.park)),
+    "resume": Action(lambda s: ["resume", str(s.resume)], "resume", lambda s: str(s.resume)),
     "retry": Action(lambda s: ["retry", str(s.retry)], "retry", lambda s: str(s.retry)),
     "cancel": Action(lambda s: ["cancel", "--yes", str(s.cancel)], "cancel",
                      lambda s: str(s.cancel)),
@@ -101,13 +101,13 @@ ACTIONS: dict[str, Action] = {
                    "--yes"],
         "purge_slot", lambda s: "audit/slots/purge",
     ),
-    "queues pause": Action(lambda s: ["queues", "pause", "audited"], "pause",
+    "queues pause": Action(lambda s: ["queues", "pause", "audited", "--yes"], "pause",
                            lambda s: "audited"),
     "queues resume": Action(lambda s: ["queues", "resume", "audited"], "resume",
                             lambda s: "audited"),
     "capacity set": Action(
         lambda s: ["capacity", "set", "audit.capacity", "--global-limit", "2",
-                   "--per-key-limit", "1"],
+                   "--per-key-limit", "1", "--create"],
         "capacity_set", lambda s: "audit.capacity",
     ),
     "prune": Action(lambda s: ["prune", "--older-than-days", "7", "--yes"], "prune"),

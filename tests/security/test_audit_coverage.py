@@ -19,7 +19,7 @@ from typer.testing import CliRunner, Result
 
 from kickside_engine import Database, JobState, get_job
 from kickside_engine.clock import utcnow
-from kickside_engine.control import Actor, AuditEntry, JobFilter, list_audit
+from kickside_engine.control import AUDIT_ACTIONS, Actor, AuditEntry, JobFilter, list_audit
 from kickside_engine.slots import list_slots
 from kickside_tui.adapter import Adapter, ReadOnlyError
 from kickside_tui.cli.main import app
@@ -91,6 +91,28 @@ def test_every_cli_action_leaves_an_audit_row(db: Database, target: Target) -> N
     assert [s.key for s in list_slots(db, namespace="audit")] == ["park", "resume"]
 
 
+def test_every_action_is_recorded_under_a_known_name() -> None:
+    # `kickside audit --action` takes these names (and lists them when given another).
+    recorded = {action.audit for action in ACTIONS.values()}
+    recorded |= {audit for _, audit in DASHBOARD_ACTIONS.values()}
+    assert recorded <= set(AUDIT_ACTIONS), recorded - set(AUDIT_ACTIONS)
+    # A flat verb is recorded under its own name: `kickside resume` as resume, not enable.
+    for name, action in ACTIONS.items():
+        if " " not in name and "-" not in name:
+            assert action.audit == name, (name, action.audit)
+
+
+@pytest.mark.parametrize("name", sorted({*ACTIONS, *OTHER_WRITERS}))
+def test_read_only_after_the_command_refuses_it_too(name: str) -> None:
+    # Global options are taken after the command as well as before it.
+    action = ACTIONS.get(name)
+    argv = action.argv(seed_ids()) if action is not None else OTHER_WRITERS[name]
+    result = runner.invoke(app, [*argv, *UNREACHABLE, "--read-only"])
+    assert result.exit_code == 2, result.output
+    assert "read-only" in one_error_line(result)
+    assert "hunter2" not in result.output
+
+
 def test_read_only_refuses_every_writer_and_runs_every_read(db: Database, target: Target) -> None:
     seeded = seed(db)
     before = snapshot(db)
@@ -152,8 +174,8 @@ DASHBOARD_ACTIONS: dict[str, tuple[DashboardCall, str]] = {
         ),
         "purge_slot",
     ),
-    "pause_queue": (lambda a, s, now: a.pause_queue("dash", now), "pause"),
-    "resume_queue": (lambda a, s, now: a.resume_queue("dash", now), "resume"),
+    "pause_queue": (lambda a, s, now: a.pause_queue("default", now), "pause"),
+    "resume_queue": (lambda a, s, now: a.resume_queue("default", now), "resume"),
     "bulk": (
         lambda a, s, now: a.bulk(a.preview("cancel", JobFilter(queues=("bulk-cancel",))), now),
         "bulk_cancel",
