@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -275,3 +276,32 @@ def test_every_option_has_help_and_no_type_noise() -> None:
         for noise in ("<bool>", "<list", "<str>..."):
             assert noise not in shown.stdout, (path, noise, shown.stdout)
 
+
+# --- the README -----------------------------------------------------------------------------
+
+
+def _section(text: str, start: str, end: str) -> str:
+    return text[text.index(start):text.index(end)]
+
+
+def test_the_readme_lists_every_command_and_every_exit_code() -> None:
+    from kickside_engine import KicksideError
+
+    from ..security.commands import command_paths
+
+    readme = (ROOT / "README.md").read_text()
+    cli_section = _section(readme, "## The CLI\n", "## Configuring the database\n")
+    for path in command_paths():
+        for word in path.split():
+            assert f"`{word}`" in cli_section or f"`{word} " in cli_section, path
+    table = _section(readme, "## Exit codes\n", "## Guarantees\n")
+    rows = {int(m.group(1)): m.group(0) for m in re.finditer(r"^\| `(\d+)` \|.*$", table, re.M)}
+    assert set(rows) == {0, 1, 2, 3, 4, 5, 130}
+
+    def subclasses(cls: type[KicksideError]) -> list[type[KicksideError]]:
+        return [cls, *(s for sub in cls.__subclasses__() for s in subclasses(sub))]
+
+    for error in subclasses(KicksideError):  # the engine's, the dashboard's and the CLI's
+        assert f"`{error.code}`" in rows[error.exit_code], (error.__name__, error.code)
+    for code, exit_code in (("usage", 2), ("interrupted", 130)):  # Click's and Ctrl-C
+        assert f"`{code}`" in rows[exit_code]
