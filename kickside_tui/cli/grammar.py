@@ -63,19 +63,42 @@ _template = typer.Typer(add_completion=False)
 
 @_template.command()
 def _global_options(
-    global_database_url: Annotated[str | None, typer.Option(
-        "--database-url", metavar="URL", callback=_database_url, show_default=False,
-        help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: "
-        "KICKSIDE_DATABASE_URL, else the embedded SQLite file).")] = None,
-    global_schema: Annotated[str | None, typer.Option(
-        "--schema", metavar="NAME", callback=_schema,
-        help="PostgreSQL schema for Kickside's tables (default: KICKSIDE_SCHEMA).")] = None,
-    global_read_only: Annotated[bool, typer.Option(
-        "--read-only", callback=_read_only,
-        help="Refuse every command that would change the database.")] = False,
-    global_wide: Annotated[bool, typer.Option(
-        "--wide", callback=_wide,
-        help="Tables with every column and full job ids, however wide.")] = False,
+    global_database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            metavar="URL",
+            callback=_database_url,
+            show_default=False,
+            help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: "
+            "KICKSIDE_DATABASE_URL, else the embedded SQLite file).",
+        ),
+    ] = None,
+    global_schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            metavar="NAME",
+            callback=_schema,
+            help="PostgreSQL schema for Kickside's tables (default: KICKSIDE_SCHEMA).",
+        ),
+    ] = None,
+    global_read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            callback=_read_only,
+            help="Refuse every command that would change the database.",
+        ),
+    ] = False,
+    global_wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide",
+            callback=_wide,
+            help="Tables with every column and full job ids, however wide.",
+        ),
+    ] = False,
 ) -> None:
     """Not a command: the template of the global options every command also takes."""
 
@@ -85,9 +108,12 @@ _help_template = typer.Typer(add_completion=False)
 
 @_help_template.command()
 def _help(
-    show_help: Annotated[bool, typer.Option(
-        "--help", is_eager=True, callback=_show_help, help="Show this message and exit.")]
-    = False,
+    show_help: Annotated[
+        bool,
+        typer.Option(
+            "--help", is_eager=True, callback=_show_help, help="Show this message and exit."
+        ),
+    ] = False,
 ) -> None:
     """Not a command: the template of ``--help``, shown without a type."""
 

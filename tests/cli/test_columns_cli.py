@@ -40,8 +40,13 @@ def cli(target: Target, *args: str, columns: int | None = None) -> Result:
 def workload(db: Database) -> list[uuid.UUID]:
     """Jobs with long names, tags and errors: what an operator's listing holds."""
     ids = [
-        enqueue(db, JobBuilder("fail", {"order": n}).queue("demo-mailers-eu-west")
-                .tag(f"order:{1000 + n}").tag("priority-customer")).id
+        enqueue(
+            db,
+            JobBuilder("fail", {"order": n})
+            .queue("demo-mailers-eu-west")
+            .tag(f"order:{1000 + n}")
+            .tag("priority-customer"),
+        ).id
         for n in range(3)
     ]
     drain_jobs(db, registry, queue="demo-mailers-eu-west")  # each has an error now
@@ -99,8 +104,13 @@ def test_a_short_id_names_its_job_in_every_command_taking_an_id(
 ) -> None:
     job_id = enqueue(db, JobBuilder("ok", {})).id
     short = str(job_id)[-8:]
-    for argv in (["job", short], ["explain", short.upper()], ["wake", str(job_id)[-12:]],
-                 ["retry", short], ["cancel", short, "--yes"]):
+    for argv in (
+        ["job", short],
+        ["explain", short.upper()],
+        ["wake", str(job_id)[-12:]],
+        ["retry", short],
+        ["cancel", short, "--yes"],
+    ):
         result = cli(target, *argv, "--json")
         assert result.exit_code in (0, 4), (argv, result.output)
         assert str(job_id) in result.stdout, argv  # resolved to the full id
@@ -116,13 +126,13 @@ def test_an_ambiguous_short_id_is_refused_naming_the_jobs(db: Database, target: 
     for twin in twins:
         made = enqueue(db, JobBuilder("ok", {})).id
         with db.begin() as conn:  # ids as a collision would leave them
-            conn.execute(sa.update(db.tables.job).where(db.tables.job.c.id == made)
-                         .values(id=twin))
+            conn.execute(sa.update(db.tables.job).where(db.tables.job.c.id == made).values(id=twin))
     result = cli(target, "job", "0000beef", "--json")
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
     assert "ambiguous" in error["message"] and sorted(error["details"]["matches"]) == [
-        str(t) for t in twins]
+        str(t) for t in twins
+    ]
     assert cli(target, "job", "00000000beef").exit_code == 2  # all 12 digits: still both
     assert cli(target, "job", str(twins[0])).exit_code == 0
 
@@ -132,8 +142,14 @@ def _kickside(*argv: str, env: dict[str, str] | None = None, **kwargs: Any) -> s
     if env is None or "COLUMNS" not in env:
         full.pop("COLUMNS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "kickside_tui.cli", *argv], capture_output=True, text=True,
-        env=full, cwd=ROOT, timeout=60, check=True, **kwargs,
+        [sys.executable, "-m", "kickside_tui.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+        **kwargs,
     )
     return done.stdout
 
@@ -160,7 +176,11 @@ def test_a_terminal_of_80_columns_gets_a_table_that_fits(db: Database, target: T
     env.pop("COLUMNS", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "kickside_tui.cli", *target.cli_args(), "jobs"],
-        stdout=replica, stderr=replica, stdin=replica, cwd=ROOT, env=env,
+        stdout=replica,
+        stderr=replica,
+        stdin=replica,
+        cwd=ROOT,
+        env=env,
     )
     os.close(replica)
     out = b""
@@ -187,9 +207,7 @@ def test_a_terminal_of_80_columns_gets_a_table_that_fits(db: Database, target: T
 
 
 @pytest.mark.parametrize("columns", ["0", "abc", ""])
-def test_a_meaningless_columns_value_is_ignored(
-    db: Database, target: Target, columns: str
-) -> None:
+def test_a_meaningless_columns_value_is_ignored(db: Database, target: Target, columns: str) -> None:
     workload(db)
     result = runner.invoke(app, [*target.cli_args(), "jobs"], env={"COLUMNS": columns})
     assert result.exit_code == 0 and "priority-customer" in result.stdout

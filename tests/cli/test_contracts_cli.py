@@ -46,8 +46,14 @@ def kickside(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("COLUMNS", None)
     return subprocess.run(
-        [sys.executable, "-m", "kickside_tui.cli", *argv], capture_output=True, text=True,
-        env=env, cwd=ROOT, timeout=60, check=False, **kwargs,
+        [sys.executable, "-m", "kickside_tui.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+        **kwargs,
     )
 
 
@@ -88,9 +94,11 @@ def test_ctrl_c_at_a_confirmation_prompt_exits_130(db: Database, target: Target)
     job_id = enqueue(db, JobBuilder("ok", {})).id
     primary, replica = pty.openpty()  # stdin is a terminal: the command asks
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kickside_tui.cli", *target.cli_args(), "cancel",
-         str(job_id)[-8:]],
-        stdin=replica, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        [sys.executable, "-m", "kickside_tui.cli", *target.cli_args(), "cancel", str(job_id)[-8:]],
+        stdin=replica,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     os.close(replica)
@@ -122,8 +130,9 @@ def test_json_on_a_group_or_before_the_command_holds_for_the_command(
     assert status.exit_code == 0 and json.loads(status.stdout)["up_to_date"] is True
     listed = runner.invoke(app, ["--json", *target.cli_args(), "jobs"])
     assert listed.exit_code == 0 and len(json.loads(listed.stdout)["jobs"]) == 1
-    missing = cli(target, "capacity", "--json", "set", "nope", "--global-limit", "1",
-                  "--per-key-limit", "1")
+    missing = cli(
+        target, "capacity", "--json", "set", "nope", "--global-limit", "1", "--per-key-limit", "1"
+    )
     assert missing.exit_code == 3
     error_document(missing, "not_found")
 
@@ -163,8 +172,7 @@ def test_global_options_are_taken_after_the_command_in_a_real_process(
     assert after.returncode == 0, after.stderr
     assert [j["id"] for j in json.loads(after.stdout)["jobs"]] == [str(job_id)]
     # Given at both positions, the one after the command wins.
-    both = kickside("--database-url", UNREACHABLE, "job", str(job_id), *target.cli_args(),
-                    "--json")
+    both = kickside("--database-url", UNREACHABLE, "job", str(job_id), *target.cli_args(), "--json")
     assert both.returncode == 0, both.stderr
     refused = kickside("retry", str(job_id), *target.cli_args(), "--read-only")
     assert refused.returncode == 2 and "read-only" in refused.stderr
@@ -207,8 +215,15 @@ def test_repeatable_options_take_comma_lists(db: Database, target: Target) -> No
 
 def test_a_bad_log_level_is_one_usage_line_listing_the_levels() -> None:
     # The database is unreachable: exit 2 (not 5) shows the option is checked first.
-    done = kickside("--database-url", UNREACHABLE, "worker", "--app", "tests.support.pool_app",
-                    "--log-level", "LOUD")
+    done = kickside(
+        "--database-url",
+        UNREACHABLE,
+        "worker",
+        "--app",
+        "tests.support.pool_app",
+        "--log-level",
+        "LOUD",
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: log level"), done.stderr
@@ -217,8 +232,9 @@ def test_a_bad_log_level_is_one_usage_line_listing_the_levels() -> None:
 
 def test_a_wrong_postgresql_role_is_an_authentication_failure_not_exit_5() -> None:
     require_postgres()
-    url = sa.make_url(PG_URL).set(username=f"kst_nobody_{uuid.uuid4().hex[:8]}",
-                                  password="not-a-password")
+    url = sa.make_url(PG_URL).set(
+        username=f"kst_nobody_{uuid.uuid4().hex[:8]}", password="not-a-password"
+    )
     argv = ["--database-url", url.render_as_string(hide_password=False)]
     done = kickside(*argv, "jobs")
     assert done.returncode == 1, done.stderr
@@ -238,14 +254,20 @@ def test_times_in_tables_and_details_say_utc(db: Database, target: Target) -> No
     job_id = enqueue(db, JobBuilder("ok", {}).slot("ns", "s", "k", demand=True)).id
     heartbeat(db, NodeBeat("n1", "h", 1, {"default": 1}, "v1", 0, 1, utcnow()), utcnow())
     claim(db, queue="default", node="n1")
-    for argv, header in ((["jobs"], "scheduled at (UTC)"), (["leases"], "lease expires (UTC)"),
-                         (["nodes"], "started (UTC)"), (["slots"], "last run (UTC)"),
-                         (["audit"], "at (UTC)"), (["job", str(job_id)], "started (UTC)")):
+    for argv, header in (
+        (["jobs"], "scheduled at (UTC)"),
+        (["leases"], "lease expires (UTC)"),
+        (["nodes"], "started (UTC)"),
+        (["slots"], "last run (UTC)"),
+        (["audit"], "at (UTC)"),
+        (["job", str(job_id)], "started (UTC)"),
+    ):
         result = cli(target, *argv, "--wide")
         assert result.exit_code == 0 and header in result.stdout, (argv, result.stdout)
     detail = cli(target, "job", str(job_id)).stdout
-    assert any(line.startswith("inserted at") and line.endswith(" UTC")
-               for line in detail.splitlines()), detail
+    assert any(
+        line.startswith("inserted at") and line.endswith(" UTC") for line in detail.splitlines()
+    ), detail
 
 
 def test_audit_action_is_checked_against_the_known_actions(db: Database, target: Target) -> None:
@@ -281,7 +303,7 @@ def test_every_option_has_help_and_no_type_noise() -> None:
 
 
 def _section(text: str, start: str, end: str) -> str:
-    return text[text.index(start):text.index(end)]
+    return text[text.index(start) : text.index(end)]
 
 
 def test_the_readme_lists_every_command_and_every_exit_code() -> None:
