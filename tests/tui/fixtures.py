@@ -63,7 +63,11 @@ def pinned_ids() -> Iterator[None]:
     state = random.getstate()
     random.seed(20261130)
     try:
-        with mock.patch("kickside_engine.enqueue.uuid7", next_id):
+        # Rows are built by job_row; a fan-out draws its ids in enqueue.
+        with (
+            mock.patch("kickside_engine.job_row.uuid7", next_id),
+            mock.patch("kickside_engine.enqueue.uuid7", next_id),
+        ):
             yield
     finally:
         random.setstate(state)
