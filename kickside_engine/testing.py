@@ -6,8 +6,9 @@ job there would run it before the commit). Drive jobs with :func:`drain_jobs`, c
 with :func:`assert_enqueued` / :func:`refute_enqueued`, and unit-test a worker with
 :func:`perform_job`.
 
-Loaded as a pytest plugin, it also provides the ``kickside_db`` fixture: a migrated SQLite
-database in the test's temporary directory.
+This module does not need pytest (use it under unittest or any runner). The ``kickside_db``
+fixture, a migrated SQLite database in the test's temporary directory, lives in
+:mod:`kickside_engine.pytest_plugin`, which pytest loads by itself once Kickside is installed.
 """
 
 from __future__ import annotations
@@ -15,13 +16,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kickside_engine.api import claim, record
 from kickside_engine.clock import utcnow
@@ -32,7 +30,7 @@ from kickside_engine.models import Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_args
-from kickside_engine.store.database import Database, connect_database
+from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import (
     due_jobs_by_worker,
     due_queues,
@@ -302,16 +300,3 @@ def perform_job(
     )
     value = spec.perform(spec.decode_args(stored), job)
     return Done() if value is None else value
-
-
-@pytest.fixture
-def kickside_db(tmp_path: Path) -> Iterator[Database]:
-    """A migrated Kickside database (SQLite) in the test's temporary directory."""
-    from kickside_engine.migrate import upgrade
-
-    db = connect_database(f"sqlite:///{tmp_path / 'kickside-test.sqlite3'}")
-    upgrade(db)
-    try:
-        yield db
-    finally:
-        db.dispose()
