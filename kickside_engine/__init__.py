@@ -1,64 +1,176 @@
 """Kickside: a durable, database-backed, leased-job engine.
 
-The public API is what this module exports; everything else is machinery.
+The public API is what this module exports; everything else is machinery. Nothing is loaded
+until it is used (PEP 562): ``import kickside_engine`` imports neither SQLAlchemy nor Alembic
+nor the operator API, and the first use of a name (``kickside_engine.enqueue``, ``from
+kickside_engine import migrate``) imports the module that defines it.
 """
 
-from kickside_engine import control, migrate
-from kickside_engine.api import (
-    claim,
-    complete,
-    fail,
-    get_job,
-    get_job_statuses,
-    get_job_statuses_tx,
-    node_name,
-    record,
-)
-from kickside_engine.backoff import Backoff
-from kickside_engine.builder import JobBuilder
-from kickside_engine.config import DatabaseConfig, resolve_database_config
-from kickside_engine.enqueue import enqueue, enqueue_fanout, enqueue_many
-from kickside_engine.errors import (
-    AuthenticationError,
-    ConfigurationError,
-    ConflictError,
-    DatabaseUnavailableError,
-    InvalidArgumentError,
-    KicksideError,
-    MigrationError,
-    NotFoundError,
-    PermissionDeniedError,
-)
-from kickside_engine.models import (
-    ClaimedJob,
-    Inserted,
-    Job,
-    JobError,
-    JobKind,
-    JobState,
-    Run,
-    RunOutcome,
-)
-from kickside_engine.outcomes import Cancel, Discard, Done, Outcome, RetryAfter, Snooze
-from kickside_engine.slots import (
-    PurgeResult,
-    SlotInfo,
-    WakeKey,
-    WakeMultiResult,
-    WakeResult,
-    disable_slot,
-    enable_slot,
-    list_slots,
-    nudge_workers,
-    park_job,
-    purge_slot,
-    wake_job,
-    wake_multi,
-)
-from kickside_engine.store.database import Database, connect_database
-from kickside_engine.store.listen import Subscription, listen
-from kickside_engine.uniqueness import Unique
-from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kickside_engine import control, migrate
+    from kickside_engine.api import (
+        claim,
+        complete,
+        fail,
+        get_job,
+        get_job_statuses,
+        get_job_statuses_tx,
+        node_name,
+        record,
+    )
+    from kickside_engine.backoff import Backoff
+    from kickside_engine.builder import JobBuilder
+    from kickside_engine.config import DatabaseConfig, resolve_database_config
+    from kickside_engine.enqueue import enqueue, enqueue_fanout, enqueue_many
+    from kickside_engine.errors import (
+        AuthenticationError,
+        ConfigurationError,
+        ConflictError,
+        DatabaseUnavailableError,
+        InvalidArgumentError,
+        KicksideError,
+        MigrationError,
+        NotFoundError,
+        PermissionDeniedError,
+    )
+    from kickside_engine.models import (
+        ClaimedJob,
+        Inserted,
+        Job,
+        JobError,
+        JobKind,
+        JobState,
+        Run,
+        RunOutcome,
+    )
+    from kickside_engine.outcomes import Cancel, Discard, Done, Outcome, RetryAfter, Snooze
+    from kickside_engine.slots import (
+        PurgeResult,
+        SlotInfo,
+        WakeKey,
+        WakeMultiResult,
+        WakeResult,
+        disable_slot,
+        enable_slot,
+        list_slots,
+        nudge_workers,
+        park_job,
+        purge_slot,
+        wake_job,
+        wake_multi,
+    )
+    from kickside_engine.store.database import Database, connect_database
+    from kickside_engine.store.listen import Subscription, listen
+    from kickside_engine.uniqueness import Unique
+    from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
+
+#: The modules exported as they are (``kickside_engine.migrate.upgrade(db)``).
+_SUBMODULES = frozenset({"control", "migrate"})
+
+#: Where each other public name is defined.
+_EXPORTS: dict[str, str] = {
+    "claim": "kickside_engine.api",
+    "complete": "kickside_engine.api",
+    "fail": "kickside_engine.api",
+    "get_job": "kickside_engine.api",
+    "get_job_statuses": "kickside_engine.api",
+    "get_job_statuses_tx": "kickside_engine.api",
+    "node_name": "kickside_engine.api",
+    "record": "kickside_engine.api",
+    "Backoff": "kickside_engine.backoff",
+    "JobBuilder": "kickside_engine.builder",
+    "DatabaseConfig": "kickside_engine.config",
+    "resolve_database_config": "kickside_engine.config",
+    "enqueue": "kickside_engine.enqueue",
+    "enqueue_fanout": "kickside_engine.enqueue",
+    "enqueue_many": "kickside_engine.enqueue",
+    "AuthenticationError": "kickside_engine.errors",
+    "ConfigurationError": "kickside_engine.errors",
+    "ConflictError": "kickside_engine.errors",
+    "DatabaseUnavailableError": "kickside_engine.errors",
+    "InvalidArgumentError": "kickside_engine.errors",
+    "KicksideError": "kickside_engine.errors",
+    "MigrationError": "kickside_engine.errors",
+    "NotFoundError": "kickside_engine.errors",
+    "PermissionDeniedError": "kickside_engine.errors",
+    "ClaimedJob": "kickside_engine.models",
+    "Inserted": "kickside_engine.models",
+    "Job": "kickside_engine.models",
+    "JobError": "kickside_engine.models",
+    "JobKind": "kickside_engine.models",
+    "JobState": "kickside_engine.models",
+    "Run": "kickside_engine.models",
+    "RunOutcome": "kickside_engine.models",
+    "Cancel": "kickside_engine.outcomes",
+    "Discard": "kickside_engine.outcomes",
+    "Done": "kickside_engine.outcomes",
+    "Outcome": "kickside_engine.outcomes",
+    "RetryAfter": "kickside_engine.outcomes",
+    "Snooze": "kickside_engine.outcomes",
+    "PurgeResult": "kickside_engine.slots",
+    "SlotInfo": "kickside_engine.slots",
+    "WakeKey": "kickside_engine.slots",
+    "WakeMultiResult": "kickside_engine.slots",
+    "WakeResult": "kickside_engine.slots",
+    "disable_slot": "kickside_engine.slots",
+    "enable_slot": "kickside_engine.slots",
+    "list_slots": "kickside_engine.slots",
+    "nudge_workers": "kickside_engine.slots",
+    "park_job": "kickside_engine.slots",
+    "purge_slot": "kickside_engine.slots",
+    "wake_job": "kickside_engine.slots",
+    "wake_multi": "kickside_engine.slots",
+    "Database": "kickside_engine.store.database",
+    "connect_database": "kickside_engine.store.database",
+    "Subscription": "kickside_engine.store.listen",
+    "listen": "kickside_engine.store.listen",
+    "Unique": "kickside_engine.uniqueness",
+    "CapacityDeclaration": "kickside_engine.workers",
+    "WorkerRegistry": "kickside_engine.workers",
+    "WorkerSpec": "kickside_engine.workers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on its first use and keep it (later lookups do not come here)."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names too, before their first use."""
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """This package's module type: a public name is never rebound to a submodule.
+
+    ``enqueue`` is a function defined in the submodule of the same name. The import system binds
+    a submodule on its package when it first loads it, which would hide the function whenever
+    anything imported ``kickside_engine.enqueue`` before the name was used (the eager imports
+    this replaces bound the function after its module, so the function always won).
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "AuthenticationError",

@@ -81,3 +81,56 @@ def test_the_kickside_db_fixture_comes_from_the_installed_pytest_plugin(tmp_path
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_importing_the_engine_loads_neither_alembic_nor_the_operator_api(tmp_path: Path) -> None:
+    out = _python(
+        f"""
+        import sys, types
+        import kickside_engine
+
+        def loaded():
+            heavy = ("alembic", "sqlalchemy", "kickside_engine.control", "kickside_engine.migrate")
+            return ",".join(m for m in heavy if m in sys.modules) or "-"
+
+        print(loaded())
+        from kickside_engine import JobBuilder, connect_database, enqueue  # what an app imports
+        print(loaded())
+        for name in kickside_engine.__all__:  # every public name resolves
+            assert getattr(kickside_engine, name) is not None, name
+        assert set(kickside_engine.__all__) <= set(dir(kickside_engine))
+        assert isinstance(kickside_engine.control, types.ModuleType)
+        db = connect_database("sqlite:///{tmp_path / "lazy.sqlite3"}")
+        print(kickside_engine.migrate.upgrade(db).up_to_date)
+        from kickside_engine import migrate
+        print(migrate is sys.modules["kickside_engine.migrate"], loaded())
+        db.dispose()
+        """
+    )
+    assert out.splitlines() == [
+        "-",
+        "sqlalchemy",
+        "True",
+        "True alembic,sqlalchemy,kickside_engine.control,kickside_engine.migrate",
+    ]
+
+
+def test_a_function_keeps_its_name_when_its_same_named_module_is_imported_first() -> None:
+    # `enqueue` is a function in the module kickside_engine.enqueue, and the import system binds
+    # a module on its package when it loads it.
+    out = _python(
+        """
+        import kickside_engine.enqueue  # the module, before anything used the name
+        from kickside_engine import enqueue
+        import kickside_engine
+        print(enqueue.__name__, type(kickside_engine.enqueue).__name__)
+        """
+    )
+    assert out == "enqueue function"
+
+
+def test_all_lists_exactly_the_lazily_exported_names() -> None:
+    import kickside_engine
+
+    exported = set(kickside_engine._EXPORTS) | kickside_engine._SUBMODULES
+    assert sorted(kickside_engine.__all__) == sorted(exported)

@@ -4,19 +4,23 @@ The revisions are the Alembic scripts shipped in ``kickside_engine/migrations``;
 database is at is the row of Kickside's own version table. :mod:`kickside_engine.migrate`
 changes the schema; :meth:`Database.require_current_schema` refuses to work on a schema that
 is not at this Kickside's head (too old, not migrated, or newer than this code knows).
+
+Alembic is imported when a revision is first read, not with this module: an application that
+imports Kickside to enqueue pays for Alembic on its first transaction (the schema check), and
+a process that only imports it never does.
 """
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from kickside_engine.errors import MigrationError
+
+if TYPE_CHECKING:
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import Connection
 
 VERSION_TABLE = "kickside_alembic_version"
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
@@ -25,6 +29,9 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 @functools.cache
 def script_directory() -> ScriptDirectory:
     """The shipped migration scripts (read once per process)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     return ScriptDirectory.from_config(cfg)
@@ -45,6 +52,8 @@ def known_revisions() -> tuple[str, ...]:
 
 def read_current(conn: Connection, schema: str | None) -> str | None:
     """The revision the database is at, or None when Kickside never migrated it."""
+    from alembic.runtime.migration import MigrationContext
+
     ctx = MigrationContext.configure(
         conn, opts={"version_table": VERSION_TABLE, "version_table_schema": schema}
     )
