@@ -11,6 +11,8 @@ and writes without the once-per-handle schema check the rest of the engine makes
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from alembic import command
@@ -38,6 +40,7 @@ __all__ = [
     "downgrade",
     "ensure_current",
     "head_revision",
+    "migration_transaction",
     "revisions",
     "status",
     "upgrade",
@@ -89,13 +92,23 @@ def status(db: Database) -> MigrationStatus:
     return MigrationStatus(current=current, head=head_revision(), pending=tuple(known[start:]))
 
 
+@contextlib.contextmanager
+def migration_transaction(db: Database) -> Iterator[Connection]:
+    """A transaction to migrate in (on PostgreSQL: the migration lock held, the schema created).
+
+    The ``alembic`` command migrates in one too (``migrations/env.py``).
+    """
+    with db.begin(check_schema=False) as conn:
+        if db.is_postgresql:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+            if db.schema:
+                conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{db.schema}"'))
+        yield conn
+
+
 def _run(db: Database, action: str, target: str) -> None:
     try:
-        with db.begin(check_schema=False) as conn:
-            if db.is_postgresql:
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
-                if db.schema:
-                    conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{db.schema}"'))
+        with migration_transaction(db) as conn:
             current = read_current(conn, db.schema)
             if current is not None and current not in known_revisions():
                 raise unknown_revision(current)

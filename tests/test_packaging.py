@@ -1,13 +1,25 @@
-"""How Kickside installs and imports: the test helpers without pytest, the pytest plugin."""
+"""How Kickside installs and imports: the test helpers without pytest, the pytest plugin, lazy
+imports, the wheel's migrations and the ``alembic`` command from the repository root."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
+import pytest
+import sqlalchemy as sa
+
+from kickside_engine import migrate
+
+from .conftest import Target
+
 ROOT = Path(__file__).resolve().parents[1]
+ALEMBIC = Path(sys.executable).with_name("alembic")
 
 
 def _python(code: str, *, cwd: Path | None = None) -> str:
@@ -134,3 +146,98 @@ def test_all_lists_exactly_the_lazily_exported_names() -> None:
 
     exported = set(kickside_engine._EXPORTS) | kickside_engine._SUBMODULES
     assert sorted(kickside_engine.__all__) == sorted(exported)
+
+
+@pytest.mark.slow
+def test_the_built_wheel_ships_every_migration_revision(tmp_path: Path) -> None:
+    source = tmp_path / "src"  # a copy: building in the worktree would leave build/ behind
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for package in ("kickside_engine", "kickside_tui"):
+        shutil.copytree(
+            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(source),
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("kickside-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    migrations = ROOT / "kickside_engine" / "migrations"
+    revisions = sorted(p.name for p in (migrations / "versions").glob("*.py"))
+    assert len(revisions) >= 6  # __init__.py and 0001...
+    wanted = {f"kickside_engine/migrations/versions/{name}" for name in revisions} | {
+        "kickside_engine/migrations/__init__.py",
+        "kickside_engine/migrations/env.py",
+        "kickside_engine/migrations/script.py.mako",
+        "kickside_engine/pytest_plugin.py",
+        "kickside_engine/py.typed",
+        "kickside_tui/app.tcss",
+    }
+    assert wanted - shipped == set()
+
+
+def _alembic(target: Target, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``alembic`` command, run from the repository root on ``target``'s database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KICKSIDE_")}
+    env["KICKSIDE_DATABASE_URL"] = target.url
+    if target.schema:
+        env["KICKSIDE_SCHEMA"] = target.schema
+    return subprocess.run(
+        [str(ALEMBIC), "-c", "alembic.ini", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_alembic_from_the_repository_root_migrates_and_finds_the_schema_current(
+    target: Target,
+) -> None:
+    """``alembic upgrade head`` then ``alembic check``, as a developer runs them from the root.
+
+    The database is the one Kickside is configured for (``KICKSIDE_DATABASE_URL``), the version
+    table Kickside's own, and autogenerate compares the store's metadata with Kickside's tables
+    only: a host application's table is not proposed for removal, a missing index is found.
+    """
+    upgraded = _alembic(target, "upgrade", "head")
+    assert upgraded.returncode == 0, upgraded.stderr
+    db = target.open()
+    try:
+        assert migrate.status(db).up_to_date  # what Kickside reads: kickside_alembic_version
+        with db.begin() as conn:
+            names = set(sa.inspect(conn).get_table_names(schema=db.schema))
+            assert "kickside_alembic_version" in names and "alembic_version" not in names
+            sa.Table(
+                "app_users", sa.MetaData(schema=db.schema), sa.Column("id", sa.Integer)
+            ).create(conn)
+        checked = _alembic(target, "check")
+        assert checked.returncode == 0, checked.stderr
+        assert "No new upgrade operations detected" in checked.stdout + checked.stderr
+
+        with db.begin() as conn:
+            (index,) = (
+                i for i in db.tables.audit.indexes if i.name == "ix_kickside_audit_target_id"
+            )
+            conn.execute(sa.schema.DropIndex(index))
+        drifted = _alembic(target, "check")
+        assert drifted.returncode != 0
+        assert "ix_kickside_audit_target_id" in drifted.stdout + drifted.stderr
+    finally:
+        db.dispose()

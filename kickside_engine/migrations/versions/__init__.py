@@ -1,0 +1,1 @@
+"""Kickside's revisions, one file each (Alembic skips this ``__init__``)."""
