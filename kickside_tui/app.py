@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from textual.actions import ActionParseResult
@@ -37,7 +37,7 @@ from kickside_tui.cli.context import READ_ONLY_ENV
 from kickside_tui.commands import DashboardCommands
 from kickside_tui.quiet_logs import kickside_logs_off_the_screen
 from kickside_tui.reconnect import Reconnect
-from kickside_tui.screens.base import ViewScreen
+from kickside_tui.screens.base import ViewLoaded, ViewLoadFailed, ViewScreen
 from kickside_tui.screens.capacity import CapacityScreen
 from kickside_tui.screens.help import HelpScreen
 from kickside_tui.screens.job import JobScreen
@@ -60,6 +60,7 @@ SCREENS: dict[str, type[ViewScreen]] = {
     "metrics": MetricsScreen,
     "ops": OpsScreen,
 }
+ViewT = TypeVar("ViewT", bound=ViewScreen)
 MIN_REFRESH = 0.2
 MAX_REFRESH = 60.0
 #: A burst of notifications refreshes the view at most once per this many seconds.
@@ -107,8 +108,13 @@ class KicksideApp(App[None]):
         #: The retry schedule while loads fail, and the timer of its next try.
         self.reconnect = Reconnect()
         self._retry_timer: Timer | None = None
-        for name, screen in SCREENS.items():
-            self.add_mode(name, lambda screen=screen: screen(adapter))  # type: ignore[misc]
+        for name, view in SCREENS.items():
+            self.add_mode(name, lambda view=view: self._view(view(adapter)))  # type: ignore[misc]
+
+    def _view(self, view: ViewT) -> ViewT:
+        """``view``, counting down to this app's retry schedule (attributes down)."""
+        view.reconnect = self.reconnect
+        return view
 
     @property
     def read_only(self) -> bool:
@@ -153,6 +159,14 @@ class KicksideApp(App[None]):
         if self.reconnect.waiting:
             return  # loads are failing: the backoff decides when to try again
         self.refresh_views(auto=True)
+
+    def on_view_loaded(self, message: ViewLoaded) -> None:
+        self.load_succeeded()
+        message.view.set_problem(None)
+
+    def on_view_load_failed(self, message: ViewLoadFailed) -> None:
+        self.load_failed()
+        message.view.set_problem(message.problem)
 
     def load_failed(self) -> None:
         """A view could not load: schedule the next try with backoff, unless one is."""
@@ -245,7 +259,8 @@ class KicksideApp(App[None]):
     def open_job(self, job_id: uuid.UUID) -> None:
         """Show one job's detail and live log over the current view (escape returns)."""
         view = self.view_screen()
-        self.push_screen(JobScreen(self.adapter, job_id, view=view.VIEW if view else ""))
+        job = JobScreen(self.adapter, job_id, view=view.VIEW if view else "")
+        self.push_screen(self._view(job))
 
     def action_refresh_now(self) -> None:
         self.refresh_views()

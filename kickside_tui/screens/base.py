@@ -3,9 +3,13 @@
 A view fetches its data in a thread worker (:meth:`ViewScreen.fetch`, through the adapter) and
 posts :class:`DataLoaded` or :class:`LoadFailed` back; only :meth:`ViewScreen.show` touches
 widgets. A load never overlaps the previous one, so a slow or unreachable database cannot pile
-up threads. A failed load shows a banner and has the app back off before the next try (the
-banner counts down to it); the first load that works clears both. Actions run in workers as
-well, after a confirmation when they destroy something.
+up threads. Actions run in workers as well, after a confirmation when they destroy something.
+
+Views never import the app: messages go up, attributes come down. A view posts
+:class:`ViewLoaded` or :class:`ViewLoadFailed` up; the app, which holds the retry schedule
+(:class:`~kickside_tui.reconnect.Reconnect`, handed down to each view as ``reconnect``), backs
+off after a failure and then has the view show the problem in a banner that counts down to the
+next try (:meth:`ViewScreen.set_problem`); the first load that works clears both.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import ComposeResult, SystemCommand
@@ -24,12 +28,10 @@ from textual.widgets import Header
 
 from kickside_engine import DatabaseUnavailableError, KicksideError
 from kickside_tui.adapter import Adapter
+from kickside_tui.reconnect import Reconnect
 from kickside_tui.screens.confirm import ConfirmScreen
 from kickside_tui.widgets.chrome import Banner, ViewBar
 from kickside_tui.widgets.footer import Footer
-
-if TYPE_CHECKING:
-    from kickside_tui.app import KicksideApp
 
 
 @dataclass
@@ -46,6 +48,21 @@ class LoadFailed(Message):
 
     message: str
     unavailable: bool
+
+
+@dataclass
+class ViewLoaded(Message):
+    """Posted up to the app: ``view`` loaded its data (the database answers)."""
+
+    view: ViewScreen
+
+
+@dataclass
+class ViewLoadFailed(Message):
+    """Posted up to the app: ``view`` could not load; ``problem`` is (headline, detail)."""
+
+    view: ViewScreen
+    problem: tuple[str, str]
 
 
 @dataclass
@@ -86,14 +103,8 @@ class ViewScreen(Screen[None]):
         #: What the banner says is wrong, as (headline, detail); None while all is well.
         self.problem: tuple[str, str] | None = None
         self._countdown: Timer | None = None
-
-    @property
-    def kickside(self) -> KicksideApp:
-        from kickside_tui.app import KicksideApp
-
-        app = self.app
-        assert isinstance(app, KicksideApp)
-        return app
+        #: The retry schedule the banner counts down to: the app hands down its own.
+        self.reconnect = Reconnect()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -163,27 +174,37 @@ class ViewScreen(Screen[None]):
 
     def on_data_loaded(self, message: DataLoaded) -> None:
         message.stop()
-        self.kickside.load_succeeded()
+        self.post_message(ViewLoaded(self))  # the app clears the banner (set_problem)
         self._finished_loading()
-        self.problem = None
-        self._stop_countdown()
-        self.query_one(Banner).show_problem(None)
         self.loaded += 1
         self.show(message.data, message.now)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         message.stop()
-        self.kickside.load_failed()
-        self._finished_loading()
         what = "DATABASE UNAVAILABLE" if message.unavailable else "CANNOT READ THE DATABASE"
-        self.problem = (what, message.message)
-        self._start_countdown()
+        self.post_message(ViewLoadFailed(self, (what, message.message)))
+        self._finished_loading()
+
+    def set_problem(self, problem: tuple[str, str] | None) -> None:
+        """Show ``problem`` (headline, detail) in the banner, counting down; None clears it.
+
+        The app calls it once it has recorded the load in its retry schedule, so the countdown
+        never shows a schedule that does not know of the failure yet.
+        """
+        self.problem = problem
+        if not self.is_attached:  # a view closed meanwhile (a job's detail) has no banner
+            return
+        if problem is None:
+            self._stop_countdown()
+            self.query_one(Banner).show_problem(None)
+        else:
+            self._start_countdown()
 
     def _show_problem(self) -> None:
         if self.problem is None:
             return
         what, detail = self.problem
-        retry = describe_retry(self.kickside.reconnect.remaining())
+        retry = describe_retry(self.reconnect.remaining())
         # The countdown before the detail, which can be long enough to wrap off a narrow screen.
         self.query_one(Banner).show_problem(f"{what} ({retry}): {detail}")
 
