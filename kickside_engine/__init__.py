@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         RunOutcome,
     )
     from kickside_engine.outcomes import Cancel, Discard, Done, Outcome, RetryAfter, Snooze
+    from kickside_engine.plugins.cron import Recurring
     from kickside_engine.slots import (
         PurgeResult,
         SlotInfo,
@@ -108,6 +109,7 @@ _EXPORTS: dict[str, str] = {
     "JobState": "kickside_engine.models",
     "Run": "kickside_engine.models",
     "RunOutcome": "kickside_engine.models",
+    "Recurring": "kickside_engine.plugins.cron",
     "Cancel": "kickside_engine.outcomes",
     "Discard": "kickside_engine.outcomes",
     "Done": "kickside_engine.outcomes",
@@ -198,6 +200,7 @@ __all__ = [
     "Outcome",
     "PermissionDeniedError",
     "PurgeResult",
+    "Recurring",
     "RetryAfter",
     "Run",
     "RunOutcome",

@@ -26,8 +26,8 @@ Until the purge is done, wakes of the slot are refused (:mod:`kickside_engine.wa
 of it is refused, and the request shows in ``kickside slots``, ``job``, ``explain`` and the
 dashboard. :func:`withdraw_purge` takes the request back.
 
-:func:`kickside_engine.purge_runner.purge_until_done` runs the calls to the end (waiting while
-the slot runs) and leaves one audit row for the whole command, with its outcome.
+:func:`kickside_engine.control.purge_runner.purge_until_done` runs the calls to the end
+(waiting while the slot runs) and leaves one audit row for the whole command, with its outcome.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def purge_slot(
     With ``actor`` (and ``audit``), the call leaves one audit row in its transaction, with its
     ``outcome`` (``removed``, ``absent`` or ``pending``); callers that repeat calls for one
     command pass ``audit=False`` and audit the command once (as
-    :func:`~kickside_engine.purge_runner.purge_until_done` does).
+    :func:`~kickside_engine.control.purge_runner.purge_until_done` does).
     The actor is recorded in the purge request either way.
 
     Returns a :class:`PurgeResult`, equal to 1 when the slot row was removed and 0 when no slot

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
@@ -29,7 +29,7 @@ from kickside_engine.purge import (
     withdraw_purge,
 )
 from kickside_engine.store.database import Database
-from kickside_engine.store.jobs import lock_job, move_job
+from kickside_engine.store.jobs import last_runs, lock_job, move_job, read_slots
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import job_from_row
 from kickside_engine.text import require_text
@@ -107,36 +107,12 @@ def list_slots(
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise InvalidArgumentError(f"limit must be 1..10000, got {limit!r}")
     now = ensure_aware(now, "now") if now is not None else utcnow()
-    job = db.tables.job
-    run = db.tables.job_run
-    stmt = (
-        select(job)
-        # Every slot has an identity: saying so lets the identity index (partial: only jobs
-        # with an identity) serve the scan.
-        .where(
-            job.c.kind == JobKind.SLOT.value,
-            job.c.namespace.is_not(None),
-            job.c.identity_key.is_not(None),
-        )
-        .order_by(job.c.namespace, job.c.scope, job.c.identity_key)
-        .limit(limit)
-    )
-    if namespace is not None:
-        stmt = stmt.where(job.c.namespace == _lookup(namespace, "namespace"))
-    if scope is not None:
-        stmt = stmt.where(job.c.scope == _lookup(scope, "scope"))
-    last_runs: dict[uuid.UUID, Row[Any]] = {}
+    namespace = _lookup(namespace, "namespace") if namespace is not None else None
+    scope = _lookup(scope, "scope") if scope is not None else None
     with db.read() as conn:
-        jobs = [job_from_row(r) for r in conn.execute(stmt)]
-        if jobs:
-            last_ids = (
-                select(func.max(run.c.id))
-                .where(run.c.job_id.in_([j.id for j in jobs]))
-                .group_by(run.c.job_id)
-            )
-            for r in conn.execute(select(run).where(run.c.id.in_(last_ids.scalar_subquery()))):
-                last_runs[r.job_id] = r
-    return [_slot_info(j, last_runs.get(j.id), now) for j in jobs]
+        jobs = read_slots(db, conn, namespace=namespace, scope=scope, limit=limit)
+        last = last_runs(db, conn, [j.id for j in jobs])
+    return [_slot_info(j, last.get(j.id), now) for j in jobs]
 
 
 def _lookup(value: str, field: str) -> str:

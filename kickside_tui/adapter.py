@@ -19,44 +19,61 @@ from kickside_engine import (
     Job,
     JobState,
     KicksideError,
+    Recurring,
+    Subscription,
+    listen,
     migrate,
 )
-from kickside_engine.capacity import CapacityGroupInfo, capacity_groups
-from kickside_engine.clock import utcnow
 from kickside_engine.control import (
+    SCAN_LIMIT,
     Actor,
     AuditEntry,
     BulkPreview,
     BulkResult,
+    CapacityGroupInfo,
+    CronEntryStatus,
+    Explanation,
+    HealthReport,
     JobDetail,
     JobFilter,
     JobPage,
     NodeInfo,
+    Overview,
+    PurgeOutcome,
+    PurgeProgress,
     QueueInfo,
+    QueueMetrics,
+    SlotInfo,
     bulk_apply,
     bulk_preview,
     cancel_job,
+    capacity_groups,
     count_jobs,
+    cron_status,
     discard_job,
+    doctor,
+    enable_slot,
+    explain,
     job_detail,
     list_audit,
     list_jobs,
     list_nodes,
     list_queues,
+    list_slots,
     open_runs,
+    overview,
+    park_job,
     pause_queue,
+    purge_until_done,
+    queue_metrics,
     resume_queue,
     retry_job,
+    running_schedule,
+    scan_jobs,
+    throughput,
+    utcnow,
+    wake_job,
 )
-from kickside_engine.explain import Explanation, explain
-from kickside_engine.health import HealthReport, doctor
-from kickside_engine.metrics import Overview, QueueMetrics, overview, queue_metrics, throughput
-from kickside_engine.plugins.cron import Recurring
-from kickside_engine.purge_runner import PurgeOutcome, PurgeProgress, purge_until_done
-from kickside_engine.schedules import CronEntryStatus, cron_status, running_schedule
-from kickside_engine.search import SCAN_LIMIT, scan_jobs
-from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, wake_job
-from kickside_engine.store.listen import Subscription, listen
 from kickside_tui.demo.marker import filled_by_demo
 
 #: How far back the Metrics view's plots reach, one bucket a minute.
@@ -295,7 +312,7 @@ class Adapter:
     ) -> JobsData:
         """A page of a free-text search, read in bounded windows until it is full.
 
-        Each window is one short query (:func:`~kickside_engine.search.scan_jobs`); between
+        Each window is one short query (:func:`~kickside_engine.control.search.scan_jobs`); between
         windows ``on_progress(found, scanned_to)`` reports the matches so far, and ``stop()``
         returning True ends the search early (the page then continues where it stopped).
         """
@@ -363,7 +380,7 @@ class Adapter:
 
     def metrics(self, now: datetime) -> MetricsData:
         """Per queue, a minute at a time over the last half hour: throughput, p50/p95 queue and
-        run times, and backlog age (:class:`~kickside_engine.metrics.MetricBucket`); and the
+        run times, and backlog age (:class:`~kickside_engine.control.metrics.MetricBucket`); and the
         audit trail."""
         per_queue = queue_metrics(self.db, now, window=SPARK_WINDOW, bucket=SPARK_BUCKET)
         audit = list_audit(self.db, limit=50).entries

@@ -27,11 +27,15 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 
-from kickside_engine import InvalidArgumentError, KicksideError, connect_database
+from kickside_engine import (
+    InvalidArgumentError,
+    KicksideError,
+    Recurring,
+    Subscription,
+    connect_database,
+)
 from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
-from kickside_engine.plugins.cron import Recurring
-from kickside_engine.schedules import load_schedule as load_app_schedule
-from kickside_engine.store.listen import Subscription
+from kickside_engine.control import load_schedule as load_app_schedule
 from kickside_tui.adapter import Adapter
 from kickside_tui.cli.context import READ_ONLY_ENV
 from kickside_tui.commands import DashboardCommands

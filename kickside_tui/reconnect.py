@@ -17,7 +17,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from kickside_engine.store.reconnect import backoff_seconds, jittered
+from kickside_engine.control import backoff_seconds, jittered
 
 #: The longest the dashboard waits between two tries (unless the refresh interval is longer).
 RECONNECT_CAP_SECONDS = 15.0

@@ -195,3 +195,96 @@ def test_no_import_circles_beyond_the_known_ones() -> None:
     for component in sorted(KNOWN_CIRCLES - found):
         report.append(f"  gone, delete it from KNOWN_CIRCLES: {', '.join(component)}")
     assert not report, "import circles changed:\n" + "\n".join(report)
+
+
+# --- doors and layers -------------------------------------------------------------------------
+
+#: The engine modules the dashboard and the CLI may import: the application API (the names in
+#: ``kickside_engine.__all__``), the operator API, the pool and the database configuration.
+UI_DOORS = frozenset(
+    {
+        "kickside_engine",
+        "kickside_engine.control",
+        "kickside_engine.runtime",
+        "kickside_engine.config",
+    }
+)
+#: What ``store/`` may import besides itself: modules that import nothing of the engine above
+#: them (the vocabulary, errors, clock, ids, text checks, redaction, the database URL).
+STORE_FOUNDATION = frozenset(
+    {
+        "kickside_engine.clock",
+        "kickside_engine.config",
+        "kickside_engine.errors",
+        "kickside_engine.ids",
+        "kickside_engine.models",
+        "kickside_engine.redact",
+        "kickside_engine.text",
+    }
+)
+#: Where SQL is written: the store, the operator API (its reads) and the migrations.
+SQL_HOMES = ("kickside_engine.store", "kickside_engine.control", "kickside_engine.migrations")
+SQL_BUILDERS = frozenset(
+    {
+        "and_", "bindparam", "case", "cast", "column", "delete", "distinct", "exists", "func",
+        "insert", "literal", "literal_column", "not_", "or_", "select", "table", "text",
+        "true", "false", "tuple_", "update",
+    }
+)  # fmt: skip
+
+
+def _engine_imports(path: Path) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, module, names) of every import of an engine module in ``path`` that runs."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in _imports_that_run(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == "kickside_engine":
+                yield node.lineno, node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "kickside_engine":
+                    yield node.lineno, alias.name, []
+
+
+def test_the_tui_and_cli_reach_the_engine_only_through_its_doors() -> None:
+    import kickside_engine
+
+    offenders = []
+    for path in sorted((ROOT / "kickside_tui").rglob("*.py")):
+        for line, module, names in _engine_imports(path):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if module not in UI_DOORS:
+                offenders.append(f"{where} imports {module}")
+            elif module == "kickside_engine":
+                offenders += [
+                    f"{where} imports kickside_engine.{n} (not in its __all__)"
+                    for n in names
+                    if n not in kickside_engine.__all__
+                ]
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_the_store_imports_nothing_above_it() -> None:
+    offenders = []
+    for path in sorted((ROOT / "kickside_engine" / "store").rglob("*.py")):
+        for line, module, _names in _engine_imports(path):
+            if not module.startswith("kickside_engine.store") and module not in STORE_FOUNDATION:
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_sql_is_written_only_in_the_store_the_operator_api_and_the_migrations() -> None:
+    offenders = []
+    for path in sorted((ROOT / "kickside_engine").rglob("*.py")):
+        module = _module_name(path)
+        if module.startswith(SQL_HOMES) or module == "kickside_engine.migrate":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sqlalchemy"):
+                built = sorted({a.name for a in node.names} & SQL_BUILDERS)
+                if built:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} builds SQL: {built}")
+            elif isinstance(node, ast.Attribute) and node.attr == "exec_driver_sql":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} runs driver SQL")
+    assert offenders == [], "\n".join(offenders)

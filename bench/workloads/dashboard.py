@@ -31,7 +31,7 @@ from bench.workloads.dashboard_data import fill
 from kickside_engine import JobState
 from kickside_engine.clock import utcnow
 from kickside_engine.control import JobFilter
-from kickside_engine.search import scan_jobs
+from kickside_engine.control.search import scan_jobs
 from kickside_tui.adapter import Adapter
 
 HISTORY_JOBS = 1_000_000

@@ -1,5 +1,7 @@
 """The supervised worker pool: one supervisor claims jobs and hands each to an executor."""
 
+from kickside_engine.logs import LOG_LEVELS, configure_logging
+from kickside_engine.runtime.app import load_registry
 from kickside_engine.runtime.config import (
     PoolConfig,
     parse_duration,
@@ -10,9 +12,12 @@ from kickside_engine.runtime.pool import PoolFailedError, WorkerPool
 from kickside_engine.runtime.reload import signal_reload
 
 __all__ = [
+    "LOG_LEVELS",
     "PoolConfig",
     "PoolFailedError",
     "WorkerPool",
+    "configure_logging",
+    "load_registry",
     "parse_duration",
     "parse_queue_leases",
     "parse_queues",

@@ -7,11 +7,9 @@ import os
 import signal
 import socket
 
-from sqlalchemy import text
-
 from kickside_engine.store.database import Database
 from kickside_engine.store.nodes import local_node_pids
-from kickside_engine.store.notify import channel_name
+from kickside_engine.store.notify import notify_in_transaction
 
 
 def signal_reload(db: Database) -> int:
@@ -26,5 +24,5 @@ def signal_reload(db: Database) -> int:
             count += 1
     if db.is_postgresql:
         with db.begin() as conn:
-            conn.execute(text("SELECT pg_notify(:c, 'reload')"), {"c": channel_name(db)})
+            notify_in_transaction(conn, db, "reload")
     return count

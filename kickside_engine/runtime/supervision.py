@@ -12,10 +12,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select, update
-
 from kickside_engine.clock import utcnow
-from kickside_engine.store.claims import leases_held_by, renew_leases
+from kickside_engine.store.claims import expire_leases, leases_still_held, renew_leases
 from kickside_engine.store.database import Database
 from kickside_engine.store.reconnect import Outage, RetryDelays
 
@@ -129,23 +127,11 @@ class LeaseKeeper:
         return held
 
     def _still_held(self, tokens: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-        job = self.db.tables.job
-        with self.db.read() as conn:
-            rows = conn.execute(
-                select(job.c.lease_token).where(leases_held_by(job, self.node, tokens))
-            )
-            return {r[0] for r in rows}
+        return leases_still_held(self.db, node=self.node, tokens=tokens)
 
     def expire_now(self, tokens: Sequence[uuid.UUID]) -> None:
         """End these leases now so the Lifeline can rescue their jobs without waiting."""
-        job = self.db.tables.job
-        now = utcnow()
-        with self.db.begin() as conn:
-            conn.execute(
-                update(job)
-                .where(leases_held_by(job, self.node, tokens))
-                .values(lease_expires_at=now, updated_at=now)
-            )
+        expire_leases(self.db, node=self.node, tokens=tokens, now=utcnow())
 
 
 def safe_for(lease: timedelta) -> float:

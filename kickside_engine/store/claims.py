@@ -382,3 +382,28 @@ def renew_leases(
             )
             held.update(r[0] for r in result)
     return held
+
+
+def leases_still_held(db: Database, *, node: str, tokens: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of ``tokens`` this node still holds (no renewal: a read)."""
+    if not tokens:
+        return set()
+    job = db.tables.job
+    with db.read() as conn:
+        rows = conn.execute(select(job.c.lease_token).where(leases_held_by(job, node, tokens)))
+        return {r[0] for r in rows}
+
+
+def expire_leases(
+    db: Database, *, node: str, tokens: Sequence[uuid.UUID], now: datetime
+) -> None:
+    """End these leases of this node now, so that any Lifeline rescues their jobs at once."""
+    if not tokens:
+        return
+    job = db.tables.job
+    with db.begin() as conn:
+        conn.execute(
+            update(job)
+            .where(leases_held_by(job, node, tokens))
+            .values(lease_expires_at=now, updated_at=now)
+        )

@@ -274,3 +274,46 @@ def waiting_jobs(db: Database, conn: Connection, state: JobState | None = None) 
     else:
         stmt = stmt.where(job.c.state == state.value)
     return [job_from_row(r) for r in conn.execute(stmt)]
+
+
+def read_slots(
+    db: Database,
+    conn: Connection,
+    *,
+    namespace: str | None,
+    scope: str | None,
+    limit: int,
+) -> list[Job]:
+    """Slot jobs ordered by identity, optionally of one namespace (and scope)."""
+    job = db.tables.job
+    stmt = (
+        select(job)
+        # Every slot has an identity: saying so lets the identity index (partial: only jobs
+        # with an identity) serve the scan.
+        .where(
+            job.c.kind == JobKind.SLOT.value,
+            job.c.namespace.is_not(None),
+            job.c.identity_key.is_not(None),
+        )
+        .order_by(job.c.namespace, job.c.scope, job.c.identity_key)
+        .limit(limit)
+    )
+    if namespace is not None:
+        stmt = stmt.where(job.c.namespace == namespace)
+    if scope is not None:
+        stmt = stmt.where(job.c.scope == scope)
+    return [job_from_row(r) for r in conn.execute(stmt)]
+
+
+def last_runs(
+    db: Database, conn: Connection, job_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, Row[Any]]:
+    """The newest run of each of these jobs that has one."""
+    if not job_ids:
+        return {}
+    run = db.tables.job_run
+    newest = (
+        select(func.max(run.c.id)).where(run.c.job_id.in_(list(job_ids))).group_by(run.c.job_id)
+    )
+    rows = conn.execute(select(run).where(run.c.id.in_(newest.scalar_subquery())))
+    return {r.job_id: r for r in rows}

@@ -7,9 +7,13 @@ from typing import Annotated
 
 import typer
 
-from kickside_engine.control import AUDIT_ACTIONS, check_audit_action, list_audit
-from kickside_engine.ids import parse_uuid
-from kickside_engine.redact import redact_value
+from kickside_engine.control import (
+    AUDIT_ACTIONS,
+    check_audit_action,
+    list_audit,
+    parse_uuid,
+    redact_value,
+)
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, open_database
 from kickside_tui.cli.documents import short_time

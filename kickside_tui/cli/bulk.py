@@ -7,7 +7,7 @@ action would change and a sample of them. Otherwise, after confirmation (or --ye
 runs in batches of --batch jobs, each its own audited transaction, with a progress bar on
 stderr: on exactly the jobs counted in the confirmation (a job that arrived since is never
 touched; one that moved on meanwhile is left alone and counted). Above
-:data:`~kickside_engine.bulk.CONFIRM_BY_COUNT_ABOVE` jobs, and always under --all, the
+:data:`~kickside_engine.control.bulk.CONFIRM_BY_COUNT_ABOVE` jobs, and always under --all, the
 confirmation asks for the count to be typed.
 """
 
@@ -18,8 +18,7 @@ from typing import Annotated
 import typer
 
 from kickside_engine import InvalidArgumentError
-from kickside_engine.bulk import MAX_BATCH
-from kickside_engine.control import BulkPreview, bulk_apply, bulk_preview
+from kickside_engine.control import MAX_BATCH, BulkPreview, bulk_apply, bulk_preview
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import confirm_count, confirm_or_refuse
 from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes

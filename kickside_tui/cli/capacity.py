@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from kickside_engine import NotFoundError
-from kickside_engine.capacity import capacity_groups, set_capacity, stops_work
+from kickside_engine.control import capacity_groups, set_capacity, stops_work
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
 from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes

@@ -26,11 +26,15 @@ from kickside_engine import (
     connect_database,
     migrate,
 )
-from kickside_engine.clock import utcnow
-from kickside_engine.control import Actor, record_audit
-from kickside_engine.ids import parse_uuid
-from kickside_engine.redact import redact_text, redact_value
-from kickside_engine.short_ids import resolve_job_id
+from kickside_engine.control import (
+    Actor,
+    parse_uuid,
+    record_audit,
+    redact_text,
+    redact_value,
+    resolve_job_id,
+    utcnow,
+)
 from kickside_tui.adapter import ReadOnlyError
 from kickside_tui.cli import output
 

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from kickside_engine.schedules import cron_status, load_schedule, running_schedule
+from kickside_engine.control import cron_status, load_schedule, running_schedule
 from kickside_tui.cli import output
 from kickside_tui.cli.context import app_spec, handles_errors, now, open_database
 from kickside_tui.cli.documents import short_time

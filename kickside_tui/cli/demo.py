@@ -18,9 +18,8 @@ import typer
 from rich.markup import escape
 
 from kickside_engine import Database, JobState, migrate
-from kickside_engine.clock import utcnow
 from kickside_engine.config import SCHEMA_ENV
-from kickside_engine.metrics import overview
+from kickside_engine.control import overview, utcnow
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, state, writes
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 
 from kickside_engine import DatabaseUnavailableError, KicksideError, migrate
-from kickside_engine.health import doctor as engine_doctor
-from kickside_engine.redact import redact_text, redact_value
+from kickside_engine.control import doctor as engine_doctor
+from kickside_engine.control import redact_text, redact_value
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, now, state
 from kickside_tui.cli.options import JsonOption

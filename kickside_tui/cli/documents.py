@@ -13,12 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kickside_engine import Job, JobError, Run
-from kickside_engine.redact import (
-    declared_sensitive_keys,
-    redact_args,
-    redact_meta,
-    redact_text,
-)
+from kickside_engine.control import declared_sensitive_keys, redact_args, redact_meta, redact_text
 from kickside_tui.cli.output import to_jsonable
 
 _HIDDEN = frozenset({"lease_token"})

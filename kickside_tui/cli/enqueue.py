@@ -11,7 +11,7 @@ import typer
 
 from kickside_engine import InvalidArgumentError, JobBuilder, Unique, enqueue
 from kickside_engine.control import record_audit
-from kickside_engine.runtime.app import load_registry
+from kickside_engine.runtime import load_registry
 from kickside_tui.cli import output
 from kickside_tui.cli.context import (
     actor,

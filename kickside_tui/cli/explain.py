@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from kickside_engine.explain import explain as engine_explain
-from kickside_engine.redact import redact_text, redact_value
+from kickside_engine.control import explain as engine_explain
+from kickside_engine.control import redact_text, redact_value
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, job_id, now, open_database
 from kickside_tui.cli.options import JobIdArgument, JsonOption

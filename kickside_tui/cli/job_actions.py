@@ -20,10 +20,11 @@ from kickside_engine.control import (
     cancel_job,
     delete_job,
     discard_job,
+    park_job,
     resume_job,
     retry_job,
+    wake_job,
 )
-from kickside_engine.slots import park_job, wake_job
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
 from kickside_tui.cli.context import (

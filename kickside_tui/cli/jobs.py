@@ -8,9 +8,13 @@ from typing import Annotated
 import typer
 
 from kickside_engine import Job
-from kickside_engine.control import JobFilter, job_detail, list_jobs
-from kickside_engine.purge import purge_request
-from kickside_engine.redact import declared_sensitive_keys
+from kickside_engine.control import (
+    JobFilter,
+    declared_sensitive_keys,
+    job_detail,
+    list_jobs,
+    purge_request,
+)
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, job_id, names, open_database
 from kickside_tui.cli.documents import (

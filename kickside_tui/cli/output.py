@@ -6,7 +6,7 @@ document (a result, or an error document). Progress, warnings and errors always 
 Tables fit the terminal: ``COLUMNS`` when set, else the terminal's width. When a table is too
 wide, the least needed columns go first (each :class:`Column` has a priority) and free text is
 cut with an ellipsis, so every row stays one line; job ids show as their last 8 hex digits
-(:func:`~kickside_engine.short_ids.short_id`, which every command taking an id accepts).
+(:func:`~kickside_engine.control.short_ids.short_id`, which every command taking an id accepts).
 Written to a pipe or a file without ``COLUMNS``, a table has every column at its natural width
 (rows never folded: greppable). ``--wide`` shows every column and full ids, however wide.
 Lines never end in padding.
@@ -41,7 +41,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from kickside_engine.short_ids import short_id
+from kickside_engine.control import short_id
 
 stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)

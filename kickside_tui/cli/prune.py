@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 
 from kickside_engine import InvalidArgumentError
-from kickside_engine.plugins.pruner import BATCH, MAX_BATCHES
-from kickside_engine.plugins.pruner import prune as engine_prune
+from kickside_engine.control import PRUNE_BATCH as BATCH
+from kickside_engine.control import PRUNE_MAX_BATCHES as MAX_BATCHES
+from kickside_engine.control import prune as engine_prune
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
 from kickside_tui.cli.context import (

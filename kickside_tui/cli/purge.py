@@ -22,9 +22,8 @@ from typing import Annotated, Any
 import typer
 
 from kickside_engine import ConflictError, Database, InvalidArgumentError
-from kickside_engine.purge import purge_slot as engine_purge_slot
-from kickside_engine.purge import withdraw_purge
-from kickside_engine.purge_runner import PurgeProgress, purge_until_done
+from kickside_engine.control import PurgeProgress, purge_until_done, withdraw_purge
+from kickside_engine.control import purge_slot as engine_purge_slot
 from kickside_tui.cli import output
 from kickside_tui.cli.confirm import unless_yes
 from kickside_tui.cli.context import actor, handles_errors, now, open_database, writes

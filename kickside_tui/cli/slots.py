@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from kickside_engine.slots import list_slots
+from kickside_engine.control import list_slots
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, now, open_database
 from kickside_tui.cli.documents import short_time

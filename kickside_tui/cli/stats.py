@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from kickside_engine import JobState
-from kickside_engine.metrics import Overview, overview
+from kickside_engine.control import Overview, overview
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, now, open_database
 from kickside_tui.cli.options import JsonOption

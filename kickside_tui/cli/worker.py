@@ -11,9 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kickside_engine.errors import InvalidArgumentError
-from kickside_engine.logs import LOG_LEVELS
+from kickside_engine import InvalidArgumentError
 from kickside_engine.runtime import (
+    LOG_LEVELS,
     PoolConfig,
     WorkerPool,
     parse_duration,
@@ -97,8 +97,8 @@ def run_worker(ctx: typer.Context, app: str, queues: str, in_process: bool,
                prefetch: int | None = None, schedule: str | None = None,
                prune_after: str = "7d") -> None:
     from kickside_engine import migrate
-    from kickside_engine.logs import configure_logging
-    from kickside_engine.schedules import app_schedule, load_schedule
+    from kickside_engine.control import app_schedule, load_schedule
+    from kickside_engine.runtime import configure_logging
 
     limits = parse_queues(queues)  # bad options are refused before the database is opened
     leases = _leases(*lease)

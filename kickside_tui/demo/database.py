@@ -13,10 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kickside_engine import ConfigurationError, ConflictError, Database
-from kickside_engine.clock import utcnow
 from kickside_engine.config import default_sqlite_path
-from kickside_engine.control import list_nodes
-from kickside_engine.ownership import delete_owned, foreign_rows
+from kickside_engine.control import delete_owned, foreign_rows, list_nodes, utcnow
 from kickside_tui.demo.marker import filled_by_demo
 from kickside_tui.demo.workload import OWNERSHIP
 

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from kickside_engine import Database
-from kickside_engine.control import Actor
-from kickside_engine.store.settings import get_settings, set_setting
+from kickside_engine.control import Actor, get_settings, set_setting
 
 NAMESPACE = "kickside.demo"
 KEY = "workload"

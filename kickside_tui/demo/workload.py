@@ -12,15 +12,18 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from kickside_engine import Database, JobBuilder, WorkerSpec, enqueue, enqueue_many, wake_job
-from kickside_engine.capacity import set_capacity
-from kickside_engine.clock import utcnow
-from kickside_engine.control import Actor, pause_queue
-from kickside_engine.ownership import Ownership
-from kickside_engine.plugins.cron import Recurring
-from kickside_engine.redact import redact_text
+from kickside_engine import (
+    Database,
+    JobBuilder,
+    Recurring,
+    Unique,
+    WorkerSpec,
+    enqueue,
+    enqueue_many,
+    wake_job,
+)
+from kickside_engine.control import Actor, Ownership, pause_queue, redact_text, set_capacity, utcnow
 from kickside_engine.runtime import PoolConfig, WorkerPool
-from kickside_engine.uniqueness import Unique
 from kickside_tui.demo import marker
 from kickside_tui.demo.workers import EXPORTS, registry
 

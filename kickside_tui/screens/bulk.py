@@ -26,8 +26,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 
-from kickside_engine.bulk import CONFIRM_BY_COUNT_ABOVE
-from kickside_engine.control import BulkPreview, JobFilter
+from kickside_engine.control import CONFIRM_BY_COUNT_ABOVE, BulkPreview, JobFilter
 from kickside_tui.adapter import Adapter
 from kickside_tui.screens.base import ActionFinished, ViewScreen, describe_failure
 from kickside_tui.screens.job_filter import describe_filter

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from kickside_engine.capacity import CapacityGroupInfo
+from kickside_engine.control import CapacityGroupInfo
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import count, short_id
 from kickside_tui.widgets.tables import Row

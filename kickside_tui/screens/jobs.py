@@ -17,8 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
 from kickside_engine import InvalidArgumentError, Job
-from kickside_engine.control import JobFilter
-from kickside_engine.redact import declared_sensitive_keys
+from kickside_engine.control import JobFilter, declared_sensitive_keys
 from kickside_tui.adapter import JobDetailData, JobsData
 from kickside_tui.screens.base import ActionFinished, describe_failure
 from kickside_tui.screens.bulk import BulkActions

@@ -15,8 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-from kickside_engine.health import HealthReport
-from kickside_engine.metrics import QueueMetrics
+from kickside_engine.control import HealthReport, QueueMetrics
 from kickside_tui.adapter import SPARK_BUCKET, SPARK_WINDOW, MetricsData
 from kickside_tui.screens.base import ViewScreen, describe_failure
 from kickside_tui.widgets.format import count, first_line, millis, relative, span, stamp

@@ -22,8 +22,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from kickside_engine.purge_runner import PurgeProgress
-from kickside_engine.slots import SlotInfo
+from kickside_engine.control import PurgeProgress, SlotInfo
 from kickside_tui.adapter import Adapter
 
 

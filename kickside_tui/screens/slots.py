@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from kickside_engine.slots import SlotInfo
+from kickside_engine.control import SlotInfo
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.screens.confirm import ConfirmScreen
 from kickside_tui.screens.purge import PurgeScreen

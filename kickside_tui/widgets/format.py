@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 
 from kickside_engine import JobState, RunOutcome
-from kickside_engine.redact import redact_text
+from kickside_engine.control import redact_text
 
 #: One style per state; chosen to stay distinct on dark and light themes.
 STATE_STYLES: dict[JobState, str] = {

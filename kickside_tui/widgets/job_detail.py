@@ -15,9 +15,13 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from kickside_engine import Job, Run
-from kickside_engine.explain import Explanation
-from kickside_engine.purge import purge_request
-from kickside_engine.redact import declared_sensitive_keys, redact_args, redact_meta
+from kickside_engine.control import (
+    Explanation,
+    declared_sensitive_keys,
+    purge_request,
+    redact_args,
+    redact_meta,
+)
 from kickside_tui.adapter import JobDetailData
 from kickside_tui.widgets.format import (
     clock,

@@ -14,7 +14,7 @@ from bench.targets import Target as BenchTarget
 from bench.workloads.common import Context
 from bench.workloads.dashboard import EXTRAS, REFRESHES, dashboard
 from kickside_engine import Database, JobState
-from kickside_engine.counts import state_counts
+from kickside_engine.control.counts import state_counts
 
 from ..conftest import Target
 

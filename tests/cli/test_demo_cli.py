@@ -15,10 +15,10 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from kickside_engine import Database, JobBuilder, enqueue, enqueue_many, get_job, migrate
-from kickside_engine.capacity import set_capacity
 from kickside_engine.clock import utcnow
 from kickside_engine.config import DATABASE_URL_ENV, HOME_ENV, SCHEMA_ENV, default_sqlite_path
 from kickside_engine.control import Actor, cancel_job, list_queues, pause_queue
+from kickside_engine.control.capacity import set_capacity
 from kickside_engine.store.nodes import NodeBeat, heartbeat
 from kickside_engine.store.settings import get_settings
 from kickside_tui.cli.main import app

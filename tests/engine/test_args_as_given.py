@@ -25,9 +25,9 @@ from kickside_engine import (
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.control import JobFilter, bulk_preview, count_jobs, list_jobs
+from kickside_engine.control.search import scan_jobs
 from kickside_engine.plugins.cron import Recurring, cron_tick
 from kickside_engine.redact import REDACTED
-from kickside_engine.search import scan_jobs
 from kickside_engine.store.inserts import COPY_FROM_ROWS
 from kickside_engine.testing import drain_jobs
 from kickside_engine.uniqueness import Unique

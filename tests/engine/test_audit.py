@@ -9,9 +9,10 @@ import pytest
 import sqlalchemy as sa
 
 from kickside_engine import Database, InvalidArgumentError, JobBuilder, JobState, enqueue
-from kickside_engine.audit import Actor, list_audit, record_audit
+from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import utcnow
 from kickside_engine.control import cancel_job
+from kickside_engine.control.audit import list_audit
 
 ALICE = Actor("alice", "ops-1")
 

@@ -25,7 +25,6 @@ from kickside_engine import (
     get_job,
     record,
 )
-from kickside_engine.bulk import BulkResult, bulk_apply, bulk_preview
 from kickside_engine.clock import utcnow
 from kickside_engine.control import (
     Actor,
@@ -36,6 +35,7 @@ from kickside_engine.control import (
     list_audit,
     list_runs,
 )
+from kickside_engine.control.bulk import BulkResult, bulk_apply, bulk_preview
 from kickside_engine.execution import execute
 from kickside_engine.purge import RUNS_PER_CALL, purge_slot
 from kickside_engine.testing import drain_jobs

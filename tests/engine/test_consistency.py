@@ -16,8 +16,8 @@ from sqlalchemy import Connection, insert, text, update
 
 from kickside_engine import Database, JobBuilder, claim, enqueue
 from kickside_engine.clock import utcnow
-from kickside_engine.consistency import CHECKS, find_inconsistencies
-from kickside_engine.health import doctor
+from kickside_engine.control.consistency import CHECKS, find_inconsistencies
+from kickside_engine.control.health import doctor
 
 
 def _available(db: Database) -> uuid.UUID:

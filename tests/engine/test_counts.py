@@ -7,8 +7,8 @@ from datetime import timedelta
 from kickside_engine import Database, JobBuilder, JobState, enqueue, enqueue_many
 from kickside_engine.clock import utcnow
 from kickside_engine.control import list_queues
-from kickside_engine.counts import StateCounts, read_state_counts, state_counts
-from kickside_engine.metrics import overview
+from kickside_engine.control.counts import StateCounts, read_state_counts, state_counts
+from kickside_engine.control.metrics import overview
 from kickside_engine.testing import drain_jobs
 
 from ..support.workers import registry

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from kickside_engine import Database, InvalidArgumentError, JobBuilder, JobState, get_job
+from kickside_engine.control.schedules import cron_status
 from kickside_engine.plugins.cron import (
     NICKNAMES,
     CronFire,
@@ -23,7 +24,6 @@ from kickside_engine.plugins.cron import (
     previous_run,
     validate_schedule,
 )
-from kickside_engine.schedules import cron_status
 
 from ..conftest import Target
 

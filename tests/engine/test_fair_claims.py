@@ -25,7 +25,7 @@ from kickside_engine import (
     get_job,
 )
 from kickside_engine.clock import utcnow
-from kickside_engine.explain import explain
+from kickside_engine.control.explain import explain
 from kickside_engine.store.settings import set_setting
 
 GROUP = CapacityDeclaration(group="stripe", settings_namespace="stripe")

@@ -26,11 +26,11 @@ from psycopg import sql
 
 from kickside_engine import Database, JobBuilder, JobState, enqueue_many
 from kickside_engine.clock import utcnow
-from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.control import JobFilter, list_jobs
-from kickside_engine.health import doctor
+from kickside_engine.control.consistency import find_inconsistencies
+from kickside_engine.control.health import doctor
+from kickside_engine.control.metrics import overview
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
-from kickside_engine.metrics import overview
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.runtime.supervision import LeaseKeeper
 from kickside_engine.store.claims import (

@@ -15,12 +15,17 @@ from kickside_engine import (
     claim,
     enqueue,
 )
-from kickside_engine.capacity import capacity_groups, capacity_namespaces, set_capacity, stops_work
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, pause_queue
-from kickside_engine.explain import explain
-from kickside_engine.health import doctor
-from kickside_engine.metrics import overview, percentiles, queue_metrics, throughput
+from kickside_engine.control.capacity import (
+    capacity_groups,
+    capacity_namespaces,
+    set_capacity,
+    stops_work,
+)
+from kickside_engine.control.explain import explain
+from kickside_engine.control.health import doctor
+from kickside_engine.control.metrics import overview, percentiles, queue_metrics, throughput
 from kickside_engine.store.nodes import NodeBeat, heartbeat
 from kickside_engine.store.settings import get_settings, set_setting
 from kickside_engine.testing import drain_jobs

@@ -7,8 +7,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from kickside_engine import Database, JobBuilder, claim, enqueue, record
+from kickside_engine.control.metrics import MetricBucket, Percentiles, percentiles, queue_metrics
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
-from kickside_engine.metrics import MetricBucket, Percentiles, percentiles, queue_metrics
 
 #: Buckets of a minute over five minutes end at NOW: 12:01, 12:02, 12:03, 12:04, 12:05 (so far).
 NOW = datetime(2026, 1, 1, 12, 5, 30, tzinfo=UTC)

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from kickside_engine import Database, JobBuilder, enqueue_many, migrate
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, pause_queue
-from kickside_engine.ownership import Ownership, delete_owned, foreign_rows
+from kickside_engine.control.ownership import Ownership, delete_owned, foreign_rows
 from kickside_engine.plugins.cron import Recurring, cron_tick
 from kickside_engine.store.nodes import NodeBeat, heartbeat
 from kickside_engine.store.settings import set_setting

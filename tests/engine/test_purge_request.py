@@ -26,11 +26,11 @@ from kickside_engine import (
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, list_audit, retry_job
-from kickside_engine.explain import explain
+from kickside_engine.control.explain import explain
+from kickside_engine.control.purge_runner import PurgeProgress, purge_until_done
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.purge import purge_request, purge_slot, withdraw_purge
-from kickside_engine.purge_runner import PurgeProgress, purge_until_done
 from kickside_engine.slots import list_slots, wake_job, wake_multi
 
 NS, SCOPE, KEY = "app.sync", "tenant:1", "k1"

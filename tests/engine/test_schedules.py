@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 
 from kickside_engine import ConfigurationError, Database, InvalidArgumentError, JobBuilder
+from kickside_engine.control.schedules import (
+    app_schedule,
+    cron_status,
+    load_schedule,
+    running_schedule,
+)
 from kickside_engine.plugins.cron import Recurring, SchedulePublication, cron_tick
 from kickside_engine.runtime import PoolConfig
-from kickside_engine.schedules import app_schedule, cron_status, load_schedule, running_schedule
 from kickside_engine.store.nodes import NodeBeat, heartbeat
 
 from ..support import cron_app

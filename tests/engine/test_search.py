@@ -10,7 +10,7 @@ import pytest
 from kickside_engine import Database, InvalidArgumentError, JobBuilder, JobState, enqueue
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, JobFilter, cancel_job, count_jobs, list_jobs
-from kickside_engine.search import ScanPage, scan_jobs
+from kickside_engine.control.search import ScanPage, scan_jobs
 
 NEEDLE = "needle-42"
 MATCHING = (2, 11, 12, 27)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from kickside_engine import Database, KicksideError
-from kickside_engine.consistency import find_inconsistencies
+from kickside_engine.control.consistency import find_inconsistencies
 
 T = TypeVar("T")
 

@@ -42,10 +42,10 @@ from kickside_engine import (
     wake_multi,
 )
 from kickside_engine.backoff import MAX_DELAY
-from kickside_engine.capacity import capacity_groups, set_capacity
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, JobFilter
-from kickside_engine.explain import explain
+from kickside_engine.control.capacity import capacity_groups, set_capacity
+from kickside_engine.control.explain import explain
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.plugins.pruner import prune
 from kickside_engine.redact import redact_value

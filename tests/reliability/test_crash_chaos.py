@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from kickside_engine import Database, JobBuilder, enqueue_many
-from kickside_engine.consistency import find_inconsistencies
+from kickside_engine.control.consistency import find_inconsistencies
 
 from ..conftest import Target
 from ..support.execlog import Execution, overlapping, read_executions

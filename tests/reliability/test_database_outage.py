@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from kickside_engine import Database, JobBuilder, enqueue, enqueue_many
 from kickside_engine.clock import utcnow
-from kickside_engine.consistency import find_inconsistencies
+from kickside_engine.control.consistency import find_inconsistencies
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.chrome import Banner

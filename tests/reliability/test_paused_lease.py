@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
-from kickside_engine.consistency import find_inconsistencies
 from kickside_engine.control import list_runs
+from kickside_engine.control.consistency import find_inconsistencies
 
 from ..conftest import Target
 from ..support.execlog import read_executions

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kickside_engine import connect_database, migrate
-from kickside_engine.consistency import find_inconsistencies
+from kickside_engine.control.consistency import find_inconsistencies
 
 from ..support.execlog import overlapping, read_executions
 from ..support.history import history_problems, load_history, node_loaded, state_counts

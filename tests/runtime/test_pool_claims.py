@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from kickside_engine import Database, JobBuilder, JobState, enqueue_many, get_job
 from kickside_engine.clock import utcnow
 from kickside_engine.control import list_nodes, list_runs
-from kickside_engine.explain import explain
-from kickside_engine.health import doctor
+from kickside_engine.control.explain import explain
+from kickside_engine.control.health import doctor
 from kickside_engine.store.settings import set_setting
 from kickside_engine.workers import spec_of
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from kickside_engine import Database, JobState, enqueue, get_job
 from kickside_engine.control import JobFilter, count_jobs, list_jobs
-from kickside_engine.search import scan_jobs
+from kickside_engine.control.search import scan_jobs
 from kickside_tui.cli.main import app
 from kickside_tui.widgets.job_detail import JobDetailPane
 

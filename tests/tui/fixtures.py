@@ -25,8 +25,8 @@ from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
 
 from kickside_engine import ClaimedJob, Database, JobBuilder, enqueue, record
 from kickside_engine import claim as claim_jobs
-from kickside_engine.capacity import set_capacity
 from kickside_engine.control import Actor, cancel_job, pause_queue, retry_job
+from kickside_engine.control.capacity import set_capacity
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.plugins.cron import Recurring, SchedulePublication, cron_tick
 from kickside_engine.slots import disable_slot, enqueue_slot, wake_job

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from kickside_engine import Database, JobBuilder, migrate
 from kickside_engine.clock import utcnow
 from kickside_engine.config import DATABASE_URL_ENV, HOME_ENV, SCHEMA_ENV
+from kickside_engine.control.schedules import running_schedule
 from kickside_engine.plugins.cron import Recurring, cron_tick
 from kickside_engine.runtime import PoolConfig, WorkerPool
-from kickside_engine.schedules import running_schedule
 from kickside_tui.app import KicksideApp, cli
 from kickside_tui.demo import workload
 from kickside_tui.screens.ops import OpsScreen

@@ -15,7 +15,7 @@ from rich.console import Console
 from textual.widgets import DataTable, Input, Static
 
 from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
-from kickside_engine.health import HealthReport
+from kickside_engine.control.health import HealthReport
 from kickside_tui.adapter import Adapter
 from kickside_tui.app import KicksideApp
 from kickside_tui.screens.confirm import ConfirmScreen

@@ -116,7 +116,7 @@ def test_large_final_counts_show_as_estimates_on_postgresql(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     build_demo_data(db)
-    monkeypatch.setattr("kickside_engine.counts.EXACT_UP_TO", 2)
+    monkeypatch.setattr("kickside_engine.control.counts.EXACT_UP_TO", 2)
     app = make_app(db, **demo_adapter_kwargs())
 
     async def scenario() -> None:

@@ -2,8 +2,8 @@
 
 Listings stay fast on millions of rows: pages are keyset-paginated on ``(inserted_at DESC,
 id DESC)`` with an opaque cursor (never OFFSET), and a count can stop at a limit. Counts by
-queue and state live in :mod:`kickside_engine.counts`; a search that no index serves is read in
-bounded windows by :mod:`kickside_engine.search`.
+queue and state live in :mod:`kickside_engine.control.counts`; a search that no index serves
+is read in bounded windows by :mod:`kickside_engine.control.search`.
 
 Search is a case-insensitive substring match over args and error messages, in which ``%``,
 ``_``, ``\\`` and quotes match literally. In args it looks at each key and each scalar value

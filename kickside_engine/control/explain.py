@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from kickside_engine.clock import ensure_aware
-from kickside_engine.control import NODE_STALE_AFTER, live_nodes, queue_infos
+from kickside_engine.control.queries import parse_job_id
+from kickside_engine.control.queues import NODE_STALE_AFTER, live_nodes, queue_infos
 from kickside_engine.errors import NotFoundError
 from kickside_engine.models import Job, JobState
 from kickside_engine.purge import purge_request
-from kickside_engine.queries import parse_job_id
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import read_group_limits
 from kickside_engine.store.rows import job_from_row

@@ -12,10 +12,10 @@ from typing import Any, Literal
 from sqlalchemy import BigInteger, cast, func, select, text
 
 from kickside_engine import migrate
-from kickside_engine.capacity import capacity_groups
 from kickside_engine.clock import ensure_aware
-from kickside_engine.consistency import find_inconsistencies
-from kickside_engine.control import list_nodes, list_queues, unserved_workers
+from kickside_engine.control.capacity import capacity_groups
+from kickside_engine.control.consistency import find_inconsistencies
+from kickside_engine.control.queues import list_nodes, list_queues, unserved_workers
 from kickside_engine.errors import KicksideError
 from kickside_engine.models import JobState
 from kickside_engine.store.database import Database

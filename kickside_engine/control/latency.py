@@ -1,6 +1,6 @@
 """Throughput, latency percentiles and backlog age per queue and time bucket, from run history.
 
-:func:`kickside_engine.metrics.queue_metrics` puts these together. Each statement reads the
+:func:`kickside_engine.control.metrics.queue_metrics` puts these together. Each statement reads the
 runs finished in the window through the ``finished_at`` index, as the throughput always did,
 or only the executing jobs (the partial lease index):
 
@@ -8,7 +8,7 @@ or only the executing jobs (the partial lease index):
   p50/p95 of queue time and run time; per queue, p50/p95/p99 over the whole window. PostgreSQL
   computes them with ``percentile_disc`` over ``GROUPING SETS``, in one statement; on SQLite,
   which has neither, the window's three numbers per run are read and sorted here. Both give
-  exactly the nearest-rank values of :func:`kickside_engine.metrics.percentiles`.
+  exactly the nearest-rank values of :func:`kickside_engine.control.metrics.percentiles`.
 - :func:`claimed_waits`: per queue and bucket of the claim, the longest wait and the earliest
   start of the waits that ended with a claim there.
 - :func:`backlog_ages`: from those waits and the oldest job still waiting, each bucket's
@@ -220,8 +220,8 @@ def claimed_waits(
 def backlog_ages(
     buckets: range, seconds: int, now: datetime, waits: Waits, waiting_since: datetime | None
 ) -> list[float | None]:
-    """Each bucket's backlog age in seconds (see :class:`~kickside_engine.metrics.MetricBucket`),
-    oldest first.
+    """Each bucket's backlog age in seconds, oldest first (see
+    :class:`~kickside_engine.control.metrics.MetricBucket`).
 
     ``waits`` are the waits that ended with a claim, per bucket; ``waiting_since`` is when the
     oldest job still available became due. A wait that ended in a later bucket, or has not

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from kickside_engine.clock import ensure_aware
-from kickside_engine.control import NODE_STALE_AFTER
+from kickside_engine.control.queues import NODE_STALE_AFTER
 from kickside_engine.errors import ConfigurationError, InvalidArgumentError, KicksideError
 from kickside_engine.plugins.cron import Recurring, next_run, validate_schedule
 from kickside_engine.redact import redact_text

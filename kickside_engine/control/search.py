@@ -1,15 +1,15 @@
 """Free-text search over a big job table in bounded steps.
 
-No index serves a substring search of args and errors (see :mod:`kickside_engine.queries`): a
-search that matches few jobs would read the whole table before its first page is full. A
-trigram index would serve it, but every claim and settle changes a job's state, so such an index
-is rewritten on the hot path: measured on 100,000 jobs, it made state updates ten times slower.
-So a search reads the table in windows instead: :func:`scan_jobs` examines at most
-``scan_limit`` jobs (newest first, among those matching the rest of the filter, which indexes
-do serve) and returns the matches among them; when the window runs out before the page is full,
-the page says so and its cursor continues from where the window stopped. A caller shows the
-matches as they arrive and asks for the next window, so no single query reads more than
-``scan_limit`` jobs, however rare the needle.
+No index serves a substring search of args and errors (see
+:mod:`kickside_engine.control.queries`): a search that matches few jobs would read the whole
+table before its first page is full. A trigram index would serve it, but every claim and settle
+changes a job's state, so such an index is rewritten on the hot path: measured on 100,000 jobs,
+it made state updates ten times slower. So a search reads the table in windows instead:
+:func:`scan_jobs` examines at most ``scan_limit`` jobs (newest first, among those matching the
+rest of the filter, which indexes do serve) and returns the matches among them; when the window
+runs out before the page is full, the page says so and its cursor continues from where the
+window stopped. A caller shows the matches as they arrive and asks for the next window, so no
+single query reads more than ``scan_limit`` jobs, however rare the needle.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from datetime import datetime
 
 from sqlalchemy import func, or_, select, true
 
-from kickside_engine.errors import InvalidArgumentError
-from kickside_engine.queries import (
+from kickside_engine.control.queries import (
     JobFilter,
     JobPage,
     _check_limit,
@@ -29,6 +28,7 @@ from kickside_engine.queries import (
     filter_clause,
     older_than,
 )
+from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.store.database import Database
 from kickside_engine.store.rows import job_from_row
 
@@ -60,8 +60,9 @@ def scan_jobs(
 ) -> ScanPage:
     """Up to ``limit`` jobs matching ``flt``, newest first, examining at most ``scan_limit``.
 
-    Without a search in ``flt`` this is :func:`~kickside_engine.queries.list_jobs`'s page (the
-    rest of a filter is served by indexes). Cursors are those of ``list_jobs``.
+    Without a search in ``flt`` this is the page of
+    :func:`~kickside_engine.control.queries.list_jobs` (the rest of a filter is served by
+    indexes). Cursors are those of ``list_jobs``.
     """
     _check_limit(limit)
     if isinstance(scan_limit, bool) or not isinstance(scan_limit, int):

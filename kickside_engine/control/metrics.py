@@ -2,7 +2,7 @@
 
 Throughput comes from ``kickside_job_run.finished_at`` (indexed) aggregated in SQL, and so do
 the queue-time and run-time percentiles and the backlog age per bucket
-(:mod:`kickside_engine.latency`); the backlog now comes from the fetch index. Every query is
+(:mod:`kickside_engine.control.latency`); the backlog now comes from the fetch index. Every query is
 bounded by the time window or reads only the available or executing jobs.
 """
 
@@ -17,8 +17,7 @@ from typing import Literal
 from sqlalchemy import Integer, func, select
 
 from kickside_engine.clock import ensure_aware
-from kickside_engine.control import list_nodes, queue_infos
-from kickside_engine.latency import (
+from kickside_engine.control.latency import (
     FAILED,
     NO_FIGURES,
     NO_WINDOW,
@@ -27,6 +26,7 @@ from kickside_engine.latency import (
     claimed_waits,
     ranked_runs,
 )
+from kickside_engine.control.queues import list_nodes, queue_infos
 from kickside_engine.models import JobState, RunOutcome
 from kickside_engine.store.database import Database
 from kickside_engine.store.tables import state_literal

@@ -1,12 +1,7 @@
-"""The operator API: the reads and actions the CLI and the dashboard use (and nothing else).
-
-This is the one module the CLI and the TUI import. It holds the queue and node reads, pausing
-and resuming queues, and re-exports the rest: job reads from :mod:`kickside_engine.queries`,
-job actions from :mod:`kickside_engine.control_actions`, bulk actions from
-:mod:`kickside_engine.bulk` and the audit trail from :mod:`kickside_engine.audit`.
+"""Queues and nodes as operators see them: counts, live nodes, pausing and resuming.
 
 Every action runs in one transaction with its audit row (who, host, when, what) and returns the
-job or queue after the change. Functions that depend on time take ``now``.
+queue after the change. Functions that depend on time take ``now``.
 """
 
 from __future__ import annotations
@@ -19,82 +14,16 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
-from kickside_engine.audit import ACTIONS as AUDIT_ACTIONS
-from kickside_engine.audit import (
-    Actor,
-    AuditEntry,
-    AuditPage,
-    check_audit_action,
-    list_audit,
-    record_audit,
-)
-from kickside_engine.bulk import BulkPreview, BulkResult, bulk_apply, bulk_preview
+from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
-from kickside_engine.control_actions import (
-    JobAction,
-    cancel_job,
-    delete_job,
-    discard_job,
-    resume_job,
-    retry_job,
-)
-from kickside_engine.counts import read_state_counts, state_counts, zero_counts
+from kickside_engine.control.counts import read_state_counts, zero_counts
+from kickside_engine.control.queries import parse_job_id, read_runs
 from kickside_engine.errors import NotFoundError
 from kickside_engine.models import JobState, Run
-from kickside_engine.queries import (
-    JobDetail,
-    JobFilter,
-    JobPage,
-    count_jobs,
-    job_detail,
-    list_jobs,
-    parse_job_id,
-    read_runs,
-)
 from kickside_engine.store.database import Database
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import run_from_row
 from kickside_engine.text import known_names, validate_name
-
-__all__ = [
-    "AUDIT_ACTIONS",
-    "NODE_STALE_AFTER",
-    "Actor",
-    "AuditEntry",
-    "AuditPage",
-    "BulkPreview",
-    "BulkResult",
-    "JobAction",
-    "JobDetail",
-    "JobFilter",
-    "JobPage",
-    "NodeInfo",
-    "QueueInfo",
-    "QueueNode",
-    "UnservedWorker",
-    "bulk_apply",
-    "bulk_preview",
-    "cancel_job",
-    "check_audit_action",
-    "count_jobs",
-    "delete_job",
-    "discard_job",
-    "find_queue",
-    "job_detail",
-    "list_audit",
-    "list_jobs",
-    "list_nodes",
-    "list_queues",
-    "list_runs",
-    "live_nodes",
-    "pause_queue",
-    "record_audit",
-    "resume_job",
-    "resume_queue",
-    "retry_job",
-    "state_counts",
-    "unserved_workers",
-]
 
 #: A node whose last heartbeat is older than this is stale: it runs nothing any more.
 NODE_STALE_AFTER = timedelta(seconds=30)
@@ -113,7 +42,8 @@ class QueueInfo:
     """A queue as the overview shows it.
 
     ``no_node`` flags a queue with available jobs that no live node runs: they just wait.
-    ``approximate`` names the states whose count is an estimate (see :mod:`kickside_engine.counts`).
+    ``approximate`` names the states whose count is an estimate (see
+    :mod:`kickside_engine.control.counts`).
     """
 
     name: str

@@ -16,7 +16,7 @@ Applying works in bounded batches, each its own transaction with one audit row l
 it changed, so a bulk over millions of rows never holds long locks. Batches walk the snapshot
 in ascending id order, locking rows in that order (no deadlock between two bulks). Each job goes
 through exactly the transition of the single-job action in
-:mod:`kickside_engine.control_actions`.
+:mod:`kickside_engine.control.actions`.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from sqlalchemy import ColumnElement, Row, and_, func, select
 
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware, utcnow
-from kickside_engine.control_actions import (
+from kickside_engine.control.actions import (
     ACTION_TARGETS,
     JobAction,
     apply_job_action,
     eligible_states,
     retry_refusal,
 )
+from kickside_engine.control.queries import JobFilter, filter_clause
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import Job, JobState
-from kickside_engine.queries import JobFilter, filter_clause
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import lock_jobs
 from kickside_engine.store.notify import local_signal
