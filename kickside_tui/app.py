@@ -9,8 +9,12 @@ it shows a banner and retries with capped exponential backoff (:mod:`kickside_tu
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -104,6 +108,7 @@ class KicksideApp(App[None]):
         self.refresh_seconds = refresh_seconds
         self._timer: Timer | None = None
         self._subscription: Subscription | None = None
+        self._sigterm_exits = False
         self._notify_timer: Timer | None = None
         self._notified_refresh_at = 0.0
         #: Notifications received, and the refreshes they caused (tests read these).
@@ -129,8 +134,23 @@ class KicksideApp(App[None]):
         self.switch_mode("overview")
         self._timer = self.set_interval(self.refresh_seconds, self._refresh_on_timer)
         self._subscription = self.adapter.listen(self._notified)
+        self._sigterm_exits = self._exit_on_sigterm()
+
+    def _exit_on_sigterm(self) -> bool:
+        """SIGTERM (``kill``, a service manager) closes the dashboard as ``q`` does, so the
+        terminal is restored and whatever runs after the app (the demo's stop) still runs."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.exit)
+        except (NotImplementedError, RuntimeError):  # no signals here (Windows, no loop)
+            return False
+        return True
 
     def on_unmount(self) -> None:
+        if self._sigterm_exits:
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
         if self._subscription is not None:
             self._subscription.stop()
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -22,6 +24,9 @@ from kickside_engine.config import SCHEMA_ENV
 from kickside_engine.control import overview, utcnow
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, state, writes
+
+if TYPE_CHECKING:
+    from kickside_tui.demo.workload import Demo
 
 
 def demo(
@@ -99,7 +104,7 @@ def run_demo(
     force: bool = False,
 ) -> None:
     from kickside_tui.demo import database as demo_database
-    from kickside_tui.demo.workload import Demo, describe
+    from kickside_tui.demo.workload import Demo
 
     db, own = _open(ctx)
     where = demo_database.describe(db)
@@ -128,34 +133,70 @@ def run_demo(
     output.note(f"demo workload on {escape(where)}, {whose} (Ctrl-C to stop)")
     demo.start()
     try:
-        if dashboard:
-            from kickside_tui.adapter import Adapter
-            from kickside_tui.app import KicksideApp
-            from kickside_tui.demo.workload import SCHEDULE
-            from kickside_tui.quiet_logs import kickside_logs_off_the_screen
-
-            with kickside_logs_off_the_screen():
-                KicksideApp(Adapter(db, schedule=SCHEDULE)).run()
-        else:
-            schema = f" --schema {db.schema}" if db.schema else ""
-            output.note(escape(f"watch it: kickside-tui --database-url {db.display_url()}{schema}"))
-            deadline = time.monotonic() + seconds if seconds else None
-            unavailable = False
-            while deadline is None or time.monotonic() < deadline:
-                time.sleep(min(5.0, max(0.1, (deadline or 1e18) - time.monotonic())))
-                try:
-                    ov = overview(db, utcnow())
-                except Exception as exc:  # an outage: the pool and the traffic ride it out
-                    if not unavailable:
-                        show(escape(f"demo status unavailable: {describe(exc)} (retrying)"))
-                    unavailable = True
-                    continue
-                unavailable = False
-                output.note(
-                    f"completed/min {ov.completed_last_minute}  failed/min "
-                    f"{ov.failed_last_minute}  executing {ov.totals[JobState.EXECUTING]}  "
-                    f"available {ov.totals[JobState.AVAILABLE]}  nodes {ov.nodes_alive}"
-                )
+        with _sigterm_raises(_Terminated), contextlib.suppress(_Terminated):
+            _run_until_stopped(db, demo, dashboard, seconds)
     finally:
         output.note(f"stopping the demo workload (its data stays in {escape(where)})")
-        demo.stop()
+        with _sigterm_raises(None):  # a second SIGTERM must not cut the stop short
+            demo.stop()
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: stop the demo as Ctrl-C would, and exit 0 (a requested stop).
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` that rides
+    out a database outage swallows it.
+    """
+
+
+@contextlib.contextmanager
+def _sigterm_raises(exc: type[BaseException] | None) -> Iterator[None]:
+    """While inside, SIGTERM raises ``exc`` in the main thread (or is ignored for ``None``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if exc is not None:
+            raise exc()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_until_stopped(db: Database, demo: Demo, dashboard: bool, seconds: float | None) -> None:
+    """The dashboard until it is closed, or status lines until ``seconds`` pass (or forever)."""
+    from kickside_tui.demo.workload import describe
+
+    show = output.note
+    if dashboard:
+        from kickside_tui.adapter import Adapter
+        from kickside_tui.app import KicksideApp
+        from kickside_tui.demo.workload import SCHEDULE
+        from kickside_tui.quiet_logs import kickside_logs_off_the_screen
+
+        with kickside_logs_off_the_screen():
+            KicksideApp(Adapter(db, schedule=SCHEDULE)).run()
+    else:
+        schema = f" --schema {db.schema}" if db.schema else ""
+        output.note(escape(f"watch it: kickside-tui --database-url {db.display_url()}{schema}"))
+        deadline = time.monotonic() + seconds if seconds else None
+        unavailable = False
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(min(5.0, max(0.1, (deadline or 1e18) - time.monotonic())))
+            try:
+                ov = overview(db, utcnow())
+            except Exception as exc:  # an outage: the pool and the traffic ride it out
+                if not unavailable:
+                    show(escape(f"demo status unavailable: {describe(exc)} (retrying)"))
+                unavailable = True
+                continue
+            unavailable = False
+            output.note(
+                f"completed/min {ov.completed_last_minute}  failed/min "
+                f"{ov.failed_last_minute}  executing {ov.totals[JobState.EXECUTING]}  "
+                f"available {ov.totals[JobState.AVAILABLE]}  nodes {ov.nodes_alive}"
+            )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 from datetime import timedelta
@@ -19,6 +20,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.config import DATABASE_URL_ENV, HOME_ENV, SCHEMA_ENV, default_sqlite_path
 from kickside_engine.control import Actor, cancel_job, list_queues, pause_queue
 from kickside_engine.control.capacity import set_capacity
+from kickside_engine.errors import MigrationError
 from kickside_engine.store.nodes import NodeBeat, heartbeat
 from kickside_engine.store.settings import get_settings
 from kickside_tui.cli.main import app
@@ -27,7 +29,7 @@ from kickside_tui.demo import marker, workload
 from kickside_tui.demo.workers import EXPORTS, registry
 
 from ..conftest import Target
-from ..support.processes import ROOT
+from ..support.processes import ROOT, wait_for
 
 runner = CliRunner()
 OPS = Actor("ops", "app-host")
@@ -268,3 +270,56 @@ def test_the_demo_marks_its_database_for_the_cron_view(db: Database) -> None:
     assert marker.filled_by_demo(db)
     (mark,) = get_settings(db, marker.NAMESPACE)
     assert mark.value == {"cron": ["demo.search_index_refresh"]}
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_demo_cleanly(tmp_path: Path) -> None:
+    """``kill <pid>`` stops the demo as Ctrl-C does: its pool gives back every lease, leaves
+    the nodes table, and the command exits 0 (a requested stop)."""
+    home = tmp_path / "home"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kickside_tui.cli", "demo", "--seed", "7"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, HOME_ENV: str(home)},
+    )
+    demo_db = Database.from_url(f"sqlite:///{home / 'kickside-demo.sqlite3'}")
+    try:
+
+        def running() -> bool:
+            with demo_db.read() as conn:
+                executing = conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(demo_db.tables.job)
+                    .where(demo_db.tables.job.c.state == "executing")
+                ).scalar_one()
+                nodes = conn.execute(
+                    sa.select(sa.func.count()).select_from(demo_db.tables.node)
+                ).scalar_one()
+            return bool(executing and nodes)
+
+        wait_for(lambda: _quietly(running), timeout=120, what="the demo's pool to run jobs")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "stopping the demo workload" in stderr
+    with demo_db.read() as conn:
+        assert conn.execute(sa.select(demo_db.tables.node)).all() == []
+        held = conn.execute(
+            sa.select(demo_db.tables.job.c.worker).where(demo_db.tables.job.c.state == "executing")
+        ).all()
+    demo_db.dispose()
+    assert held == []
+
+
+def _quietly(check: Any) -> bool:
+    """``check()``, or False while the demo is still creating and migrating its database."""
+    try:
+        return bool(check())
+    except (sa.exc.OperationalError, MigrationError):
+        return False

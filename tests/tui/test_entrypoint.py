@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from kickside_engine.config import DATABASE_URL_ENV, HOME_ENV, SCHEMA_ENV
 from kickside_engine.control.schedules import running_schedule
 from kickside_engine.plugins.cron import Recurring, cron_tick
 from kickside_engine.runtime import PoolConfig, WorkerPool
+from kickside_tui.adapter import Adapter
 from kickside_tui.app import KicksideApp, cli
 from kickside_tui.demo import workload
 from kickside_tui.screens.ops import OpsScreen
@@ -197,3 +200,26 @@ def test_with_no_options_the_cron_table_shows_what_the_running_nodes_publish(
     assert berlin[4] == "never" and berlin[5] != "-"
     assert minutely[4] != "never" and minutely[7] == ""
     assert note == "the entries the running nodes publish"
+
+
+def test_sigterm_closes_the_dashboard_as_q_does(db: Database) -> None:
+    """``kill`` (or a service manager) closes the dashboard cleanly: the app exits, the terminal
+    is restored, and what runs after it (the demo's stop) still runs."""
+    migrate.upgrade(db)
+    app = KicksideApp(Adapter(db), refresh_seconds=60.0)
+
+    def not_handled(signum: int, frame: object) -> None:
+        raise AssertionError("SIGTERM reached the default handler: the dashboard ignored it")
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            os.kill(os.getpid(), signal.SIGTERM)
+            await wait_until(pilot, lambda: app.return_code == 0, "the app to exit")
+
+    previous = signal.signal(signal.SIGTERM, not_handled)
+    try:
+        asyncio.run(scenario())
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert app.return_code == 0
