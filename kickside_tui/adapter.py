@@ -52,7 +52,6 @@ from kickside_engine.control import (
     cron_status,
     discard_job,
     doctor,
-    enable_slot,
     explain,
     job_detail,
     list_audit,
@@ -66,6 +65,7 @@ from kickside_engine.control import (
     pause_queue,
     purge_until_done,
     queue_metrics,
+    resume_job,
     resume_queue,
     retry_job,
     running_schedule,
@@ -450,9 +450,14 @@ class Adapter:
         return park_job(self.db, job_id, now=now, actor=self.actor)
 
     def enable(self, job_id: uuid.UUID, now: datetime) -> Job:
-        """Resume a disabled slot: due now when a wake is pending, else parked."""
+        """Resume a disabled slot: due now when a wake is pending, else parked.
+
+        Audited as ``resume`` (via enable), as ``kickside resume`` records it; a slot that is
+        no longer disabled is a conflict, never resumed some other way."""
         self._check_writable("resume")
-        return enable_slot(self.db, job_id, now=now, actor=self.actor)
+        return resume_job(
+            self.db, job_id, self.actor, now, expected_state=JobState.DISABLED
+        )
 
     def purge(
         self,

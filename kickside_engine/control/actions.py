@@ -198,18 +198,36 @@ def retry_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime
     return _job_action(db, job_id, "retry", actor, now)
 
 
-def resume_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:
+def resume_job(
+    db: Database,
+    job_id: uuid.UUID | str,
+    actor: Actor,
+    now: datetime,
+    *,
+    expected_state: JobState | None = None,
+) -> Job:
     """Resume a job: enable a disabled slot, wake a parked one; retry anything else.
 
     A disabled slot goes back in service (due now if a wake is pending, else parked); a parked
     slot gets a control wake; any other job is retried as :func:`retry_job` does (so an
     executing or available one is a :class:`ConflictError`). One transaction, audited as
     ``resume`` with what it did (``details["via"]``: enable, wake or retry).
+
+    ``expected_state`` is the state the operator saw: when the job has meanwhile left it, the
+    resume is refused with a :class:`ConflictError` instead of doing something else than what
+    was shown (the dashboard resumes only the disabled slot it showed).
     """
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
     with db.begin() as conn:
         current = locked_job(conn, db, parsed)
+        if expected_state is not None and current.state is not expected_state:
+            raise ConflictError(
+                f"job {parsed} is now {current.state.value}, no longer "
+                f"{expected_state.value}; look again",
+                details={"state": current.state.value, "action": "resume",
+                         "job_id": str(parsed)},
+            )
         resumed: Job | None
         if current.kind is JobKind.SLOT and current.state is JobState.DISABLED:
             via = "enable"

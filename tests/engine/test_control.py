@@ -42,11 +42,13 @@ from kickside_engine.control import (
     list_queues,
     list_runs,
     pause_queue,
+    resume_job,
     resume_queue,
     retry_job,
     state_counts,
 )
 from kickside_engine.execution import execute
+from kickside_engine.slots import disable_slot
 from kickside_engine.store.claims import renew_leases
 from kickside_engine.testing import drain_jobs
 
@@ -564,3 +566,19 @@ def test_list_nodes_reports_heartbeat_age_and_staleness(db: Database) -> None:
     assert a.queues == {"default": 10} and a.heartbeat_age == timedelta(seconds=3)
     assert not a.stale
     assert b.stale and b.heartbeat_age == timedelta(minutes=5) and b.queues == {"default": 0}
+
+
+def test_resume_of_what_was_shown_refuses_a_job_that_moved_on(db: Database) -> None:
+    """The dashboard resumes the disabled slot it showed: if the slot has meanwhile been
+    enabled and parked, resume is a conflict, not a wake (nothing beyond what was shown)."""
+    slot_id = enqueue(db, JobBuilder("ok", {}).slot("ns", "sc", "k")).id
+    disable_slot(db, slot_id)
+    resumed = resume_job(db, slot_id, ALICE, utcnow(), expected_state=JobState.DISABLED)
+    assert resumed.state is JobState.PARKED
+    (entry,) = list_audit(db, target=str(slot_id), action="resume").entries
+    assert entry.details["via"] == "enable"
+    with pytest.raises(ConflictError, match="is now parked, no longer disabled"):
+        resume_job(db, slot_id, ALICE, utcnow(), expected_state=JobState.DISABLED)
+    job = get_job(db, slot_id)
+    assert job is not None and job.state is JobState.PARKED
+    assert len(list_audit(db, target=str(slot_id), action="resume").entries) == 1

@@ -53,9 +53,9 @@ def _select(app: KicksideApp, table_id: str, key: str) -> None:
     table.move_cursor(row=table.get_row_index(key))
 
 
-def _audited(db: Database, action: str, target: str) -> bool:
+def _audited(db: Database, action: str, target: str, *, via: str | None = None) -> bool:
     return any(
-        e.action == action and e.actor == ME
+        e.action == action and e.actor == ME and (via is None or e.details.get("via") == via)
         for e in list_audit(db, target=target).entries
     )
 
@@ -171,7 +171,8 @@ def test_slot_actions_from_the_slots_view(db: Database) -> None:
             await pilot.press("e")
             await settle(pilot)
             assert _state(db, ids.disabled_slot) is JobState.PARKED
-            assert _audited(db, "enable", str(ids.disabled_slot))
+            # Audited as `kickside resume` records it.
+            assert _audited(db, "resume", str(ids.disabled_slot), via="enable")
             # Purge the parked slot: its run history and the row go.
             assert ids.parked_slot is not None
             _select(app, "#slots", str(ids.parked_slot))
@@ -524,5 +525,6 @@ def test_resume_a_disabled_slot_from_the_jobs_view(db: Database) -> None:
     assert _state(db, oneshot) is JobState.AVAILABLE
     assert _state(db, disabled) is JobState.PARKED  # no wake was pending
     assert _state(db, woken) is JobState.AVAILABLE
-    assert _audited(db, "enable", str(disabled)) and _audited(db, "enable", str(woken))
+    assert _audited(db, "resume", str(disabled), via="enable")
+    assert _audited(db, "resume", str(woken), via="enable")
     assert len(list_audit(db, limit=1000).entries) == audit_before + 2
