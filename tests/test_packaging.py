@@ -148,9 +148,11 @@ def test_all_lists_exactly_the_lazily_exported_names() -> None:
     assert sorted(kickside_engine.__all__) == sorted(exported)
 
 
-@pytest.mark.slow
-def test_the_built_wheel_ships_every_migration_revision(tmp_path: Path) -> None:
-    source = tmp_path / "src"  # a copy: building in the worktree would leave build/ behind
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel and sdist, built from a copy of the tree (``python -m build``, isolated)."""
+    base = tmp_path_factory.mktemp("dist")
+    source = base / "src"  # a copy: building in the worktree would leave build/ behind
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
@@ -162,21 +164,29 @@ def test_the_built_wheel_ships_every_migration_revision(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "pip",
-            "wheel",
+            "build",
+            "--sdist",
+            "--wheel",
+            "--outdir",
+            str(base / "out"),
             str(source),
-            "--no-deps",
-            "-q",
-            "-w",
-            str(tmp_path / "dist"),
         ],
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stderr
-    (wheel,) = (tmp_path / "dist").glob("kickside-*.whl")
-    shipped = set(zipfile.ZipFile(wheel).namelist())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return base / "out"
+
+
+def _wheel(dist: Path) -> Path:
+    (wheel,) = dist.glob("kickside-*.whl")
+    return wheel
+
+
+@pytest.mark.slow
+def test_the_built_wheel_ships_every_migration_revision(dist: Path) -> None:
+    shipped = set(zipfile.ZipFile(_wheel(dist)).namelist())
     migrations = ROOT / "kickside_engine" / "migrations"
     revisions = sorted(p.name for p in (migrations / "versions").glob("*.py"))
     assert len(revisions) >= 6  # __init__.py and 0001...
@@ -189,6 +199,116 @@ def test_the_built_wheel_ships_every_migration_revision(tmp_path: Path) -> None:
         "kickside_tui/app.tcss",
     }
     assert wanted - shipped == set()
+
+
+@pytest.mark.slow
+def test_the_wheel_and_sdist_metadata_pass_twine_check(dist: Path) -> None:
+    files = sorted(str(p) for p in dist.iterdir())
+    assert any(f.endswith(".tar.gz") for f in files) and any(f.endswith(".whl") for f in files)
+    done = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    metadata = (
+        zipfile.ZipFile(_wheel(dist))
+        .read(next(n for n in zipfile.ZipFile(_wheel(dist)).namelist() if n.endswith("METADATA")))
+        .decode()
+    )
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    core = sorted(line.split()[1].split(">")[0] for line in requires if "extra ==" not in line)
+    assert core == ["SQLAlchemy", "alembic", "cronsim"]  # the engine alone, on SQLite
+    for extra in ("postgres", "cli", "tui", "all"):
+        assert f"Provides-Extra: {extra}" in metadata
+    assert "psycopg-pool" not in metadata  # declared once, never imported
+
+
+def _venv(path: Path) -> Path:
+    """A fresh virtual environment (its own pip); the path of its ``bin``."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    return path / "bin"
+
+
+def _run(
+    command: list[str], *, cwd: Path, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KICKSIDE_", "VIRTUAL_ENV"))}
+    env["KICKSIDE_HOME"] = str(cwd / "home")
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+ONE_JOB = """
+    import sys
+    from kickside_engine import JobBuilder, WorkerRegistry, connect_database, enqueue, migrate
+    from kickside_engine.testing import drain_jobs
+
+    registry = WorkerRegistry()
+
+    @registry.worker("greet")
+    def greet(args, job):
+        print("hello", args["name"])
+
+    db = connect_database("sqlite:///engine-only.sqlite3")
+    migrate.upgrade(db)
+    enqueue(db, JobBuilder("greet", {"name": "ada"}))
+    print("completed", drain_jobs(db, registry).completed)
+    db.dispose()
+    for name in ("typer", "rich", "textual", "psycopg"):
+        try:
+            __import__(name)
+        except ImportError:
+            print("absent", name)
+"""
+
+
+@pytest.mark.slow
+def test_the_engine_alone_installs_from_the_wheel_and_each_extra_adds_its_command(
+    dist: Path, tmp_path: Path
+) -> None:
+    """``pip install kickside``: the engine runs a job on SQLite with none of the extras; the
+    scripts name the extra they need; ``kickside[cli]`` then gives a working CLI."""
+    bin_ = _venv(tmp_path / "venv")
+    pip = [str(bin_ / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    done = _run([*pip, str(_wheel(dist))], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    done = _run([str(bin_ / "python"), "-c", textwrap.dedent(ONE_JOB)], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "hello ada",
+        "completed 1",
+        "absent typer",
+        "absent rich",
+        "absent textual",
+        "absent psycopg",
+    ]
+
+    for command, extra in (("kickside", "cli"), ("kickside-tui", "tui")):
+        done = _run([str(bin_ / command), "--help"], cwd=tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert (
+            done.stderr.strip()
+            .splitlines()[-1]
+            .endswith(f"which the {extra} extra installs: pip install 'kickside[{extra}]'")
+        ), done.stderr
+        assert "Traceback" not in done.stderr
+
+    done = _run([*pip, f"{_wheel(dist)}[cli]"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run([str(bin_ / "kickside"), "--help"], cwd=tmp_path)
+    assert done.returncode == 0 and "migrate" in done.stdout, done.stderr
+    url = f"sqlite:///{tmp_path / 'cli.sqlite3'}"
+    done = _run([str(bin_ / "kickside"), "--database-url", url, "migrate"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = _run(
+        [str(bin_ / "kickside"), "--database-url", url, "demo", "--dashboard"], cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'kickside[tui]'" in done.stderr and "Traceback" not in done.stderr
 
 
 def _alembic(target: Target, *args: str) -> subprocess.CompletedProcess[str]:

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from kickside_engine import Database, JobState, migrate
+from kickside_engine import ConfigurationError, Database, JobState, migrate
 from kickside_engine.config import SCHEMA_ENV
 from kickside_engine.control import overview, utcnow
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, state, writes
+from kickside_tui.entry import missing_modules
 
 if TYPE_CHECKING:
     from kickside_tui.demo.workload import Demo
@@ -106,6 +107,10 @@ def run_demo(
     from kickside_tui.demo import database as demo_database
     from kickside_tui.demo.workload import Demo
 
+    if dashboard and missing_modules(("textual",)):
+        raise ConfigurationError(
+            "--dashboard needs textual, which the tui extra installs: pip install 'kickside[tui]'"
+        )
     db, own = _open(ctx)
     where = demo_database.describe(db)
     found = demo_database.foreign_data(db)  # before anything is written, migrations included
