@@ -23,7 +23,8 @@ def _forget_random() -> None:
     _random, _random_at = b"", 0
 
 
-os.register_at_fork(after_in_child=_forget_random)
+if hasattr(os, "register_at_fork"):  # platforms without fork (Windows) have nothing to forget
+    os.register_at_fork(after_in_child=_forget_random)
 
 
 def _random_bits(nbytes: int) -> int:

@@ -361,3 +361,19 @@ def test_alembic_from_the_repository_root_migrates_and_finds_the_schema_current(
         assert "ix_kickside_audit_target_id" in drifted.stdout + drifted.stderr
     finally:
         db.dispose()
+
+
+def test_the_engine_imports_and_makes_ids_where_the_platform_has_no_fork(tmp_path: Path) -> None:
+    out = _python(
+        f"""
+        import os
+        del os.fork, os.register_at_fork  # as on Windows
+        from kickside_engine import JobBuilder, connect_database, enqueue, migrate
+        db = connect_database("sqlite:///{tmp_path / "nofork.sqlite3"}")
+        migrate.upgrade(db)
+        first, second = (enqueue(db, JobBuilder("greet", {{}})).id for _ in range(2))
+        print(first != second)
+        db.dispose()
+        """
+    )
+    assert out == "True"

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
-from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.errors import ConfigurationError, InvalidArgumentError
 from kickside_engine.plugins.cron import Recurring, validate_schedule
 from kickside_engine.text import validate_name
 from kickside_engine.workers import WorkerRegistry
@@ -25,6 +27,23 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: A queue's per-node concurrency: how many of its jobs one pool runs at once.
 MAX_CONCURRENCY = 1000
+
+
+#: Platforms where CPython's multiprocessing cannot start processes.
+NO_PROCESSES = frozenset({"emscripten", "wasi", "ios", "android"})
+
+
+def process_executors_unsupported() -> str | None:
+    """Why this platform cannot run process executors (``None``: it can).
+
+    Executors are started with multiprocessing's ``spawn`` method, which every desktop and
+    server platform has; browsers (Emscripten), WASI and mobile platforms have none.
+    """
+    if sys.platform in NO_PROCESSES:
+        return f"{sys.platform} cannot start processes"
+    if "spawn" not in multiprocessing.get_all_start_methods():
+        return "multiprocessing has no 'spawn' start method on this platform"
+    return None
 
 
 def validate_queues(queues: Mapping[str, int]) -> dict[str, int]:
@@ -153,6 +172,11 @@ class PoolConfig:
 
     def __post_init__(self) -> None:
         validate_queues(self.queues)
+        if self.mode == "process" and (why := process_executors_unsupported()):
+            raise ConfigurationError(
+                f"process executors are not supported here: {why}; run jobs on threads of "
+                "this process instead (PoolConfig(mode='thread'), kickside worker --in-process)"
+            )
         if self.mode == "process" and not self.app:
             raise InvalidArgumentError("a process pool needs app='module' (its WorkerRegistry)")
         if self.mode == "thread" and self.registry is None and not self.app:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kickside_engine import InvalidArgumentError
+from kickside_engine import ConfigurationError, InvalidArgumentError
 from kickside_engine.runtime import PoolConfig, parse_queues
 from kickside_tui.cli.main import app
 
@@ -55,3 +55,26 @@ def test_a_concurrency_that_is_not_an_integer_is_refused(concurrency: Any) -> No
 def test_good_queues_pass_unchanged() -> None:
     assert PoolConfig(queues={"default": 1, "mailers": 1000}, registry=registry, mode="thread")
     assert parse_queues("default:10, mailers:5,bulk") == {"default": 10, "mailers": 5, "bulk": 10}
+
+
+@pytest.mark.parametrize(
+    ("platform", "methods", "why"),
+    [
+        ("emscripten", ["spawn"], "emscripten cannot start processes"),
+        ("linux", ["fork"], "multiprocessing has no 'spawn' start method on this platform"),
+    ],
+)
+def test_process_executors_say_where_they_are_unsupported(
+    monkeypatch: pytest.MonkeyPatch, platform: str, methods: list[str], why: str
+) -> None:
+    """Where processes cannot be started, the pool says so before it starts, and what to use;
+    threads still work there."""
+    monkeypatch.setattr("sys.platform", platform)
+    monkeypatch.setattr("multiprocessing.get_all_start_methods", lambda: methods)
+    with pytest.raises(ConfigurationError) as refused:
+        PoolConfig(queues={"default": 1}, app="tests.support.workers")
+    assert str(refused.value) == (
+        f"process executors are not supported here: {why}; run jobs on threads of this "
+        "process instead (PoolConfig(mode='thread'), kickside worker --in-process)"
+    )
+    assert PoolConfig(queues={"default": 1}, mode="thread", registry=registry).mode == "thread"
