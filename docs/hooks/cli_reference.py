@@ -46,7 +46,7 @@ POOL_FIELDS = {
     "registry": 'the registry itself, for `mode="thread"` (embedding, tests)',
     "mode": '`"process"`: an executor process per unit of concurrency; `"thread"`: '
     "threads of this process (a job past its max execution cannot be killed there)",
-    "node": "the node's name (default `host:pid`)",
+    "node": "the node's name (default `host:pid:suffix`, the suffix telling two apart)",
     "lease": "how long a claim holds a job unrenewed; renewed every third of it (3 s to 1 day)",
     "queue_leases": 'queues with a lease of their own, e.g. `{"reports": timedelta(minutes=5)}`',
     "shutdown_grace": "how long a stopping pool waits for running jobs before leaving them to "
@@ -55,8 +55,9 @@ POOL_FIELDS = {
     "default_max_execution": "a job's max execution when neither the job nor its worker sets one",
     "prune_after": "the Pruner deletes final jobs this long after they finished",
     "run_plugins": "run the Stager, Lifeline, Pruner and Cron in this pool",
-    "code_version": "the version recorded on each run (default: the app module's "
-    "`KICKSIDE_CODE_VERSION` or `__version__`, else a hash of its source)",
+    "code_version": "the code version a thread pool records on its runs (a process pool "
+    "records what its executors load: the app module's `KICKSIDE_CODE_VERSION` or "
+    "`__version__`, else a hash of its source)",
     "schedule": "cron entries (`Recurring`) this pool runs; `kickside worker` loads the app's "
     "`SCHEDULE`",
     "prefetch": "jobs claimed ahead of free executors while jobs are fast (None: automatic, "

@@ -4,6 +4,7 @@ command line against the CLI's command tree."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
@@ -78,6 +79,7 @@ def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120) -
     return done.stdout
 
 
+@functools.cache
 def _kickside_tree() -> Any:
     from kickside_tui.cli.main import app
 
