@@ -144,7 +144,7 @@ class PoolConfig:
     lease every third of it and stops a job whose lease it could not renew in time (the
     database unreachable), so that no other node runs it at the same time: a longer lease
     rides out a longer database failover, and a crashed node's jobs wait that much longer for
-    the Lifeline (README, Guarantees).
+    the Lifeline (docs/guides/deploying.md, the lease and database failovers).
 
     ``schedule`` is the cron schedule the pool runs (with ``run_plugins``) and publishes on its
     heartbeat; ``kickside worker`` fills it from the app module's ``SCHEDULE``.

@@ -52,7 +52,7 @@ def worker(
         "--lease", envvar="KICKSIDE_LEASE", help="How long a claim holds a job unrenewed "
         "(30s, 2m, ...; default 30s), renewed every third of it. A job whose lease cannot be "
         "renewed in time (database away) is stopped: use at least twice your database's "
-        "failover time (README, Guarantees).")] = None,
+        "failover time (docs: Deploying, the lease and database failovers).")] = None,
     queue_leases: Annotated[str | None, typer.Option(
         "--queue-leases", envvar="KICKSIDE_QUEUE_LEASES", help="Queues with a lease of their "
         "own: queue=duration,... (e.g. reports=5m).")] = None,

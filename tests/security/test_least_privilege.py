@@ -1,6 +1,6 @@
 """A role that may only read: the dashboard and every read work, every action fails cleanly.
 
-On PostgreSQL the role is made by running the README's own SQL (names swapped for the test's
+On PostgreSQL the role is made by running the security guide's own SQL (names swapped for the test's
 schema and a unique role name); on SQLite the same database file is opened read-only
 (``?mode=ro&uri=true``). Connected that way, ``kickside-tui --read-only`` shows every view and
 every read command works; every action command fails with one line and a documented exit
@@ -14,7 +14,6 @@ import asyncio
 import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,14 +36,15 @@ from .commands import ACTIONS, READS, seed
 from .test_audit_coverage import cli, one_error_line, snapshot
 
 READER_PASSWORD = "change-me"
+SECURITY_GUIDE = ROOT / "docs" / "guides" / "security.md"
 
 
 def readme_sql() -> str:
-    """The SQL block of the README's "A read-only role" section."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### A read-only role") :]
+    """The SQL block of the security guide's "A read-only role" section."""
+    text = SECURITY_GUIDE.read_text()
+    section = text[text.index("## A read-only role") :]
     match = re.search(r"```sql\n(.*?)```", section, re.DOTALL)
-    assert match, "the README's read-only role section has no SQL block"
+    assert match, "the security guide's read-only role section has no SQL block"
     return match.group(1)
 
 
@@ -204,4 +204,4 @@ def test_readme_grants_read_access_and_nothing_more() -> None:
     assert "GRANT SELECT" in sql and "GRANT USAGE ON SCHEMA" in sql
     for word in ("INSERT", "UPDATE", "DELETE", "ALL PRIVILEGES", "TRUNCATE", "CREATE ON"):
         assert word not in sql.upper(), word
-    assert Path(ROOT / "README.md").read_text().count("### A read-only role") == 1
+    assert SECURITY_GUIDE.read_text().count("## A read-only role") == 1
