@@ -25,8 +25,10 @@ def main() -> None:
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            job = get_job(db, hung)
-            if job is not None and job.state is JobState.RETRYABLE:
+            stopped, done = get_job(db, hung), get_job(db, quick)
+            if (stopped and stopped.state is JobState.RETRYABLE) and (
+                done and done.state is JobState.COMPLETED
+            ):
                 break
             time.sleep(0.2)
     finally:
