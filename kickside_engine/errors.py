@@ -98,5 +98,3 @@ class ArgsDecodeError(InvalidArgumentError):
     The message names each bad field by its path (``$.lines[0].qty: required field missing``).
     A job whose args do not decode is discarded with it: retrying cannot fix the args.
     """
-
-    code = "args_decode"
