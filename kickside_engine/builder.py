@@ -44,7 +44,7 @@ class JobBuilder:
         worker's ``args_type``, stored as its JSON encoding."""
         return cls(
             spec.name,
-            spec.encode_args(args),
+            args if args is None or type(args) is dict else spec.encode_args(args),
             queue=spec.queue,
             priority=spec.priority,
             max_attempts=spec.max_attempts,

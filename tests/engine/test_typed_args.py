@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import attrs
 import pytest
 
 from kickside_engine import (
@@ -469,6 +470,24 @@ def test_an_aware_datetime_keeps_its_offset_and_a_naive_one_stays_naive() -> Non
     assert encoded == {"aware": "2024-01-01T12:00:00+00:00", "naive": "2024-01-01T12:00:00"}
     assert adapter.decode(encoded) == value
     assert adapter.decode(encoded).naive.tzinfo is None
+
+
+@attrs.define
+class _Tree:
+    """An attrs class, recursive: decoded by the same converter as dataclasses."""
+
+    name: str
+    children: list[_Tree] = attrs.Factory(list)
+
+
+def test_an_attrs_class_and_a_recursive_one_decode_like_dataclasses() -> None:
+    adapter = adapter_for(_Tree)
+    tree = _Tree("root", [_Tree("a"), _Tree("b", [_Tree("c")])])
+    encoded = adapter.encode(tree)
+    assert encoded["children"][1] == {"name": "b", "children": [{"name": "c", "children": []}]}
+    assert adapter.decode(encoded) == tree
+    with pytest.raises(ArgsDecodeError, match=r"\$\.children\[0\]\.name: expected a string"):
+        adapter.decode({"name": "root", "children": [{"name": 1}]})
 
 
 # --- optional libraries stay unloaded -----------------------------------------------------
