@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kickside_engine.config import DatabaseConfig, resolve_database_config
     from kickside_engine.enqueue import enqueue, enqueue_fanout, enqueue_many
     from kickside_engine.errors import (
+        ArgsDecodeError,
         AuthenticationError,
         ConfigurationError,
         ConflictError,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     )
     from kickside_engine.store.database import Database, connect_database
     from kickside_engine.store.listen import Subscription, listen
+    from kickside_engine.typed_args import ArgsAdapter
     from kickside_engine.uniqueness import Unique
     from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
 
@@ -92,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "enqueue": "kickside_engine.enqueue",
     "enqueue_fanout": "kickside_engine.enqueue",
     "enqueue_many": "kickside_engine.enqueue",
+    "ArgsDecodeError": "kickside_engine.errors",
     "AuthenticationError": "kickside_engine.errors",
     "ConfigurationError": "kickside_engine.errors",
     "ConflictError": "kickside_engine.errors",
@@ -133,6 +136,7 @@ _EXPORTS: dict[str, str] = {
     "connect_database": "kickside_engine.store.database",
     "Subscription": "kickside_engine.store.listen",
     "listen": "kickside_engine.store.listen",
+    "ArgsAdapter": "kickside_engine.typed_args",
     "Unique": "kickside_engine.uniqueness",
     "CapacityDeclaration": "kickside_engine.workers",
     "WorkerRegistry": "kickside_engine.workers",
@@ -175,6 +179,8 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "ArgsAdapter",
+    "ArgsDecodeError",
     "AuthenticationError",
     "Backoff",
     "Cancel",

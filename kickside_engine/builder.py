@@ -40,10 +40,11 @@ class JobBuilder:
 
     @classmethod
     def for_worker(cls, spec: WorkerSpec, args: Any = None) -> JobBuilder:
-        """A builder carrying a declared worker's defaults."""
+        """A builder carrying a declared worker's defaults; ``args`` may be an instance of the
+        worker's ``args_type``, stored as its JSON encoding."""
         return cls(
             spec.name,
-            args,
+            args if args is None or type(args) is dict else spec.encode_args(args),
             queue=spec.queue,
             priority=spec.priority,
             max_attempts=spec.max_attempts,

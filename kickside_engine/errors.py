@@ -90,3 +90,11 @@ class MigrationError(KicksideError):
 
     exit_code = 1
     code = "schema_revision"
+
+
+class ArgsDecodeError(InvalidArgumentError):
+    """A job's stored args do not decode into its worker's ``args_type``.
+
+    The message names each bad field by its path (``$.lines[0].qty: required field missing``).
+    A job whose args do not decode is discarded with it: retrying cannot fix the args.
+    """

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from kickside_engine.clock import utcnow
+from kickside_engine.errors import ArgsDecodeError
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.models import ClaimedJob, Job
 from kickside_engine.outcomes import Cancel, Discard, Done, Snooze, retry_hint_ms
@@ -46,6 +47,8 @@ def resolve(registry: WorkerRegistry, job: Job) -> tuple[WorkerSpec | None, Any,
         return None, None, unknown_worker_message(job.worker)
     try:
         return spec, spec.decode_args(job.args), None
+    except ArgsDecodeError as exc:  # names the type and each bad field already
+        return spec, None, f"args don't decode for {job.worker}: {exc}"
     except Exception as exc:  # any decoding failure means retrying cannot help
         return spec, None, f"args don't decode for {job.worker}: {type(exc).__name__}: {exc}"
 

@@ -2,16 +2,17 @@
 
 Args must be a JSON object, and are stored and delivered exactly as given: args that JSON
 cannot hold as they are (a cycle, a set, a non-string key, NaN) are refused with the place and
-the reason, never rewritten. Args hold ids, not secrets; still, wherever they are shown, logged
-or searched they are redacted (:mod:`kickside_engine.redact`). For that, the row records in the
-job's meta the sensitive key names its worker, registry or builder declares
+the reason, never rewritten. A typed value (a dataclass, a pydantic model, a msgspec Struct)
+is stored as its JSON encoding, which the worker's ``args_type`` decodes back
+(:mod:`kickside_engine.typed_args`). Args hold ids, not secrets; still, wherever they are
+shown, logged or searched they are redacted (:mod:`kickside_engine.redact`). For that, the row
+records in the job's meta the sensitive key names its worker, registry or builder declares
 (``meta["sensitive_keys"]``) and, when redaction changes the args, their redacted copy
 (``meta["redacted_args"]``), which is what a search reads.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from kickside_engine.redact import (
 )
 from kickside_engine.store.copy_text import encode_json
 from kickside_engine.text import require_storable_json, require_text, validate_name
+from kickside_engine.typed_args import encode_args
 from kickside_engine.uniqueness import Unique
 
 if TYPE_CHECKING:
@@ -67,17 +69,11 @@ class JobOptions:
 
 
 def args_dict(args: Any) -> dict[str, Any]:
-    if args is None:
-        return {}
+    """Args as given to enqueue, as a dict: a typed value (a dataclass, a pydantic model, a
+    msgspec Struct...) is encoded to its JSON object here (:mod:`kickside_engine.typed_args`)."""
     if type(args) is dict:
         return dict(args)
-    if dataclasses.is_dataclass(args) and not isinstance(args, type):
-        return dataclasses.asdict(args)
-    if isinstance(args, Mapping):
-        return dict(args)
-    raise InvalidArgumentError(
-        f"args must be a JSON object (a dict or a dataclass), got {type(args).__name__}"
-    )
+    return encode_args(args)
 
 
 def checked_max_attempts(value: Any) -> int:

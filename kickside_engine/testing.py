@@ -37,6 +37,7 @@ from kickside_engine.store.jobs import (
     make_due,
     waiting_jobs,
 )
+from kickside_engine.typed_args import encode_args
 from kickside_engine.workers import WorkerRegistry, spec_of
 
 MAX_DRAIN_ROUNDS = 10_000
@@ -134,7 +135,7 @@ def _matching(
     *,
     worker: str | None,
     queue: str | None,
-    args: Mapping[str, Any] | None,
+    args: Any,
     state: JobState | str | None,
     tags: list[str] | None,
     scheduled_at: datetime | None,
@@ -142,7 +143,7 @@ def _matching(
 ) -> tuple[list[Job], list[Job]]:
     with db.read() as conn:
         jobs = waiting_jobs(db, conn, JobState(state) if state is not None else None)
-    wanted_args = json.loads(json.dumps(dict(args))) if args is not None else None
+    wanted_args = json.loads(json.dumps(encode_args(args))) if args is not None else None
     matches = []
     for j in jobs:
         if worker is not None and j.worker != worker:
@@ -185,7 +186,7 @@ def assert_enqueued(
     *,
     worker: Any = None,
     queue: str | None = None,
-    args: Mapping[str, Any] | None = None,
+    args: Any = None,
     state: JobState | str | None = None,
     tags: list[str] | None = None,
     scheduled_at: datetime | None = None,
@@ -194,7 +195,8 @@ def assert_enqueued(
 ) -> list[Job]:
     """Assert that matching jobs are enqueued (not yet finished); return them.
 
-    ``args`` matches a subset of the stored args; ``worker`` is a name or a decorated worker.
+    ``args`` (a dict, or a typed value compared by its JSON encoding) matches a subset of the
+    stored args; ``worker`` is a name or a decorated worker.
     """
     name = _worker_name(worker)
     matches, jobs = _matching(
@@ -223,7 +225,7 @@ def refute_enqueued(
     *,
     worker: Any = None,
     queue: str | None = None,
-    args: Mapping[str, Any] | None = None,
+    args: Any = None,
     state: JobState | str | None = None,
     tags: list[str] | None = None,
 ) -> None:
@@ -245,7 +247,7 @@ def refute_enqueued(
 
 def perform_job(
     worker: Any,
-    args: Mapping[str, Any] | None = None,
+    args: Any = None,
     *,
     attempt: int = 1,
     max_attempts: int | None = None,
@@ -254,13 +256,16 @@ def perform_job(
 ) -> Outcome:
     """Run one worker's ``perform`` with ``args`` as a stored job would see them.
 
-    Args are checked and make a JSON round trip first, as enqueue does (args JSON cannot hold
-    as they are raise :class:`~kickside_engine.errors.InvalidArgumentError`), are decoded with
-    the worker's ``args_type``, and the return value is normalised (``None`` becomes
-    :class:`Done`). Exceptions propagate, so a test can assert on them.
+    ``args`` is a dict or an instance of the worker's ``args_type``. Args are encoded, checked
+    and make a JSON round trip first, as enqueue does (args JSON cannot hold as they are raise
+    :class:`~kickside_engine.errors.InvalidArgumentError`), are decoded with the worker's
+    ``args_type`` as an executor decodes them (args that do not decode raise
+    :class:`~kickside_engine.errors.ArgsDecodeError`, where a pool discards the job), and the
+    return value is normalised (``None`` becomes :class:`Done`). Exceptions propagate, so a
+    test can assert on them.
     """
     spec = spec_of(worker)
-    stored = stored_args(dict(args or {}))
+    stored = stored_args(spec.encode_args(args))
     now = utcnow()
     job = Job(
         id=uuid.uuid4(),

@@ -10,9 +10,12 @@ timeout (its max execution), backoff and uniqueness. Declare one with a decorato
         ...
 
 or a class with a ``perform(self, args, job)`` method (a fresh instance runs each job).
-``args_type`` decodes the stored args before ``perform`` sees them (a dataclass is called with
-the args as keyword arguments, anything else with the dict); args that do not decode discard the
-job with the reason, since retrying cannot fix them.
+``args_type`` decodes the stored args before ``perform`` sees them: a dataclass (nested
+dataclasses, datetimes, UUIDs, decimals, enums... decoded), a pydantic v2 model, a msgspec
+Struct, or an :class:`~kickside_engine.typed_args.ArgsAdapter` (see
+:mod:`kickside_engine.typed_args`); any other type is refused here, when the worker is declared.
+Args that do not decode discard the job with the message, since retrying cannot fix them.
+``deliver_email.new(EmailArgs(...))`` stores the instance's JSON encoding.
 
 Args are stored and delivered exactly as given, and redacted wherever they are shown (see
 :mod:`kickside_engine.redact`). Names that Kickside does not know to be secret (personal data,
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
@@ -42,6 +45,7 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.outcomes import Outcome
 from kickside_engine.redact import sensitive_key_names
 from kickside_engine.text import validate_name
+from kickside_engine.typed_args import ArgsAdapter, adapter_for, encode_args, encoded_by
 from kickside_engine.uniqueness import Unique
 
 if TYPE_CHECKING:
@@ -83,14 +87,19 @@ class WorkerSpec:
     backoff: Backoff = DEFAULT_BACKOFF
     slot_backoff: Backoff | None = None
     unique: Unique | None = None
-    args_type: Callable[..., Any] | None = None
+    #: What ``perform`` takes: None for the stored dict, else a type or an adapter (see
+    #: :mod:`kickside_engine.typed_args`), checked when the spec is made.
+    args_type: Any = None
     tags: tuple[str, ...] = ()
     capacity: CapacityDeclaration | None = None
     #: Key names to redact wherever this worker's args are shown, beyond the built-in ones.
     sensitive_keys: frozenset[str] = frozenset()
+    args_adapter: ArgsAdapter | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_name(self.name, "worker name")
+        if self.args_type is not None:
+            object.__setattr__(self, "args_adapter", adapter_for(self.args_type))
         object.__setattr__(self, "sensitive_keys", sensitive_key_names(self.sensitive_keys))
         validate_name(self.queue, "queue", max_length=128)
         if not 0 <= self.priority <= 9:
@@ -106,11 +115,21 @@ class WorkerSpec:
 
     def decode_args(self, args: dict[str, Any]) -> Any:
         """The args as ``perform`` expects them; raises when they do not decode."""
-        if self.args_type is None:
+        if self.args_adapter is None:
             return args
-        if dataclasses.is_dataclass(self.args_type):
-            return self.args_type(**args)
-        return self.args_type(args)
+        return self.args_adapter.decode(args)
+
+    def encode_args(self, args: Any) -> dict[str, Any]:
+        """``args`` as given to enqueue, as the JSON object to store: a dict as it is, an
+        instance of ``args_type`` (or what its adapter takes) encoded."""
+        if args is None or isinstance(args, Mapping) or self.args_adapter is None:
+            return encode_args(args)
+        if isinstance(self.args_type, type) and not isinstance(args, self.args_type):
+            raise InvalidArgumentError(
+                f"worker {self.name!r} takes args of type {self.args_type.__qualname__} "
+                f"(or a dict), got {type(args).__name__}"
+            )
+        return encoded_by(self.args_adapter, args)
 
     def backoff_for(self, is_slot: bool) -> Backoff:
         """The retry policy: ``slot_backoff`` for slot jobs when set, else ``backoff``."""
@@ -170,7 +189,7 @@ class WorkerRegistry:
             defaults = {
                 f.name: getattr(cls, f.name)
                 for f in dataclasses.fields(WorkerSpec)
-                if f.name not in ("name", "perform") and hasattr(cls, f.name)
+                if f.init and f.name not in ("name", "perform") and hasattr(cls, f.name)
             }
             name = name or getattr(cls, "name", None) or f"{cls.__module__}.{cls.__qualname__}"
         else:
