@@ -90,3 +90,12 @@ class MigrationError(KicksideError):
 
     exit_code = 1
     code = "schema_revision"
+
+
+class PoolFailedError(KicksideError, RuntimeError):
+    """A pool run on a thread stopped on an error (its ``WorkerPool.error``, the cause).
+
+    Raised by ``WorkerPool.start`` when the pool stops before it is ready and by
+    ``WorkerPool.stop`` when it had already stopped: an embedding application learns its pool
+    is gone. Still a ``RuntimeError``, as it was before it joined the Kickside errors.
+    """

@@ -34,7 +34,12 @@ from sqlalchemy.exc import DBAPIError
 from kickside_engine.api import node_name
 from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
-from kickside_engine.errors import ConfigurationError, KicksideError, PermissionDeniedError
+from kickside_engine.errors import (
+    ConfigurationError,
+    KicksideError,
+    PermissionDeniedError,
+    PoolFailedError,
+)
 from kickside_engine.execution import max_execution, timeout_result
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
 from kickside_engine.models import ClaimedJob
@@ -69,6 +74,8 @@ from kickside_engine.store.settle import (
     unnest_settle,
 )
 from kickside_engine.wire import decode_result
+
+__all__ = ["PoolConfig", "PoolFailedError", "WorkerPool"]  # importable from here, as before
 
 log = logging.getLogger("kickside.pool")
 #: Prefetch only while executions average under this: for slower jobs a round trip is noise,
@@ -1005,7 +1012,3 @@ class WorkerPool:
             self._thread.join(timeout)
         if self.error is not None:
             raise PoolFailedError(f"the pool stopped on an error: {self.error!r}") from (self.error)
-
-
-class PoolFailedError(RuntimeError):
-    """A pool run on a thread stopped on an error (its :attr:`WorkerPool.error`)."""
