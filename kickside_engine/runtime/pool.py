@@ -17,7 +17,6 @@ import math
 import os
 import random
 import selectors
-import signal
 import socket
 import threading
 import time
@@ -41,10 +40,9 @@ from kickside_engine.errors import (
     PoolFailedError,
 )
 from kickside_engine.execution import max_execution, timeout_result
-from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob
 from kickside_engine.plugins.cron import SchedulePublication
-from kickside_engine.redact import declared_sensitive_keys
 from kickside_engine.runtime.app import WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import (
@@ -53,7 +51,9 @@ from kickside_engine.runtime.executors import (
     ThreadExecutor,
     receive,
 )
+from kickside_engine.runtime.job_log import log_start, log_stop, starts_logged
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
+from kickside_engine.runtime.wakeups import Wakeups, restore_signals, route_signals
 from kickside_engine.store.claims import (
     claim_jobs,
     close_turn_connection,
@@ -87,7 +87,6 @@ PREFETCH_PER_EXECUTOR = (2, 12)
 #: What handing a job to an executor and taking its result back costs at least, in ms: the
 #: shortest execution :func:`prefetch_limit` counts with.
 HANDOFF_MS = 0.5
-job_log = logging.getLogger("kickside.job")
 
 
 def prefetch_limit(
@@ -165,16 +164,13 @@ class WorkerPool:
         self._restamp: set[uuid.UUID] = set()
         self.paused: set[str] = set()
         self.pending: list[Settlement] = []
-        self.events: deque[str] = deque()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
+        self.wakeups = Wakeups()
         #: Executor pipes (data: the executor) and the self-pipe (data: None), registered
         #: once: building a selector per wait cost more than the rest of the wait.
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        os.set_blocking(self._wake_w, False)
+        self._selector.register(self.wakeups.fileno(), selectors.EVENT_READ, None)
         self._claim_wanted = True
         self._next_poll = 0.0
         self._next_beat = 0.0
@@ -207,23 +203,14 @@ class WorkerPool:
 
     # -- wake-ups ---------------------------------------------------------------------------
 
-    def _poke(self, event: str | None = None) -> None:
-        if event:
-            self.events.append(event)
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
-
-    def _on_local_wake(self, queue: str | None) -> None:
-        self._poke(queue or "nudge")
-
     def request_stop(self) -> None:
         """Ask the pool to shut down gracefully (what SIGTERM and SIGINT do)."""
         self._stop.set()
-        self._poke("stop")
+        self.wakeups.poke("stop")
 
     def request_upgrade(self) -> None:
         """Replace executors with ones on the current code (what SIGHUP does)."""
-        self._poke("reload")
+        self.wakeups.poke("reload")
 
     # -- executors --------------------------------------------------------------------------
 
@@ -291,29 +278,9 @@ class WorkerPool:
         self.stats[result.kind.value] += 1
         self._recent_ms += (result.duration_ms - self._recent_ms) * 0.1
         self._claim_wanted = True
-        self._log_stop(claimed, result)
+        log_stop(claimed, result)
         if ex.retiring:
             self._replace(ex, kill=False)
-
-    def _log_stop(self, claimed: ClaimedJob, result: ExecutionResult) -> None:
-        failed = result.kind in (ResultKind.ERROR, ResultKind.TIMEOUT, ResultKind.CRASH)
-        if not job_log.isEnabledFor(logging.WARNING if failed else logging.INFO):
-            return  # building the record's fields cost more than the rest of taking a result
-        fields = {
-            "job_id": str(claimed.job.id),
-            "worker": claimed.job.worker,
-            "queue": claimed.job.queue,
-            "attempt": claimed.job.attempt,
-            "duration_ms": result.duration_ms,
-            "outcome": result.kind.value,
-        }
-        if failed:
-            final = claimed.job.attempt >= claimed.job.max_attempts and not claimed.job.is_slot
-            declared = declared_sensitive_keys(claimed.job.meta)
-            fields["error"] = clean_error(result.error or result.kind.value, declared)
-            job_log.log(logging.ERROR if final else logging.WARNING, "job.exception", extra=fields)
-        else:
-            job_log.info("job.stop", extra=fields)
 
     def _receive(self, ex: Executor) -> None:
         try:
@@ -429,7 +396,7 @@ class WorkerPool:
         if self._store is not None and any(ex.running is not None for ex in self.executors):
             future = self._store.submit(self._run_turn, turn)
             self._turn = (turn, future)
-            future.add_done_callback(lambda _f: self._poke())
+            future.add_done_callback(lambda _f: self.wakeups.poke())
         else:
             self._apply_turn(turn, self._run_turn(turn))
 
@@ -704,7 +671,7 @@ class WorkerPool:
 
     def _dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
         mono = time.monotonic()
-        log_starts = job_log.isEnabledFor(logging.INFO)
+        log_starts = starts_logged()
         for ex, claimed in assigned:
             ex.started_monotonic = mono
             ex.deadline = mono + self._max_execution(ex, claimed).total_seconds()
@@ -712,17 +679,7 @@ class WorkerPool:
                 self._restamp.discard(claimed.lease_token)
                 restamp_run(self.db, claimed.lease_token, ex.version)
             if log_starts:
-                job = claimed.job
-                job_log.info(
-                    "job.start",
-                    extra={
-                        "job_id": str(job.id),
-                        "worker": job.worker,
-                        "queue": job.queue,
-                        "attempt": job.attempt,
-                        "queue_ms": int((now - job.scheduled_at) / timedelta(milliseconds=1)),
-                    },
-                )
+                log_start(claimed, now)
             ex.dispatch(claimed)
 
     def _probe_keyed(self, queue: str) -> bool:
@@ -761,11 +718,7 @@ class WorkerPool:
             self._claim_wanted = True
 
     def _handle_events(self) -> None:
-        with contextlib.suppress(BlockingIOError, OSError):
-            while os.read(self._wake_r, 4096):
-                pass
-        while self.events:
-            event = self.events.popleft()
+        for event in self.wakeups.take():
             if event == "reload":
                 self._upgrade()
             elif event.startswith("cancel:"):
@@ -843,9 +796,6 @@ class WorkerPool:
         if self._round_trips != round_trips:
             self._outage.succeeded()
 
-    def _on_payload(self, payload: str) -> None:
-        self._poke(payload)
-
     def prepare(self) -> None:
         """Check what the pool needs before it starts anything, and register its node.
 
@@ -882,18 +832,9 @@ class WorkerPool:
         (:attr:`failure`); an unexpected error is raised at once, its jobs left to the Lifeline.
         """
         self.prepare()
-        in_main = threading.current_thread() is threading.main_thread()
-        previous: dict[int, Any] = {}
-        if in_main:
-            handlers = {
-                signal.SIGTERM: self.request_stop,
-                signal.SIGINT: self.request_stop,
-                signal.SIGHUP: self.request_upgrade,
-            }
-            for signum, handler in handlers.items():
-                previous[signum] = signal.signal(signum, lambda *_a, h=handler: h())
+        previous = route_signals(stop=self.request_stop, upgrade=self.request_upgrade)
         signal_ = local_signal(self.db)
-        signal_.subscribe(self._on_local_wake)
+        signal_.subscribe(self.wakeups.on_local_wake)
         # Other processes' changes on PostgreSQL (this process's arrive through the signal).
         subscription: Subscription | None = None
         plugins = PluginThread(self.db, self.config) if self.config.run_plugins else None
@@ -901,7 +842,7 @@ class WorkerPool:
             for _ in range(self.config.executors):
                 self._spawn()
             if self.db.is_postgresql:
-                subscription = listen(self.db, self._on_payload)
+                subscription = listen(self.db, self.wakeups.on_payload)
             if plugins:
                 plugins.start()
             self._store = ThreadPoolExecutor(1, thread_name_prefix=f"kickside-store-{self.node}")
@@ -919,7 +860,7 @@ class WorkerPool:
             if self._store is not None:
                 self._store.shutdown(wait=True)  # a turn in flight finishes its statement
             self._close_turn_connection()
-            signal_.unsubscribe(self._on_local_wake)
+            signal_.unsubscribe(self.wakeups.on_local_wake)
             if subscription is not None:
                 subscription.stop()
             if plugins:
@@ -928,8 +869,7 @@ class WorkerPool:
                 self._retire(ex, kill=ex.running is not None)
             with contextlib.suppress(Exception):
                 deregister(self.db, self.node)
-            for number, old in previous.items():
-                signal.signal(number, old)
+            restore_signals(previous)
             self._close_pipes()
             log.info("pool stopped", extra={"node": self.node})
         if self.failure is not None:
@@ -938,8 +878,7 @@ class WorkerPool:
 
     def _close_pipes(self) -> None:
         self._selector.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self.wakeups.close()
 
     def _drain(self) -> None:
         """Shutdown: stop claiming, wait up to the grace for running jobs, leave the rest."""

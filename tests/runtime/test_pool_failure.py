@@ -61,7 +61,7 @@ def test_a_pool_stopped_by_a_bug_reports_it_and_its_jobs_are_rescued_at_once(
             raise RuntimeError("injected bug")
 
         pool._timers = bug  # type: ignore[method-assign]  # the next step meets the bug
-        pool._poke()
+        pool.wakeups.poke()
         wait_for(lambda: pool.error is not None and _nodes(db) == 0, 30, "the pool to stop")
         assert isinstance(pool.error, RuntimeError) and "injected bug" in str(pool.error)
         with pytest.raises(PoolFailedError, match="injected bug"):
