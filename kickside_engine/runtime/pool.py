@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import random
 import selectors
@@ -21,13 +20,10 @@ import socket
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from kickside_engine.api import node_name
@@ -52,95 +48,27 @@ from kickside_engine.runtime.executors import (
     receive,
 )
 from kickside_engine.runtime.job_log import log_start, log_stop, starts_logged
+from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS, PrefetchBuffer, prefetch_limit
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
+from kickside_engine.runtime.turns import ClaimPlan, Turn, TurnResult, TurnRunner
 from kickside_engine.runtime.wakeups import Wakeups, restore_signals, route_signals
 from kickside_engine.store.claims import (
-    claim_jobs,
-    close_turn_connection,
-    open_turn_connection,
     restamp_run,
 )
-from kickside_engine.store.database import Database, translate_errors
+from kickside_engine.store.database import Database
 from kickside_engine.store.grants import worker_permission_error
-from kickside_engine.store.keyed_claims import claim_keyed
 from kickside_engine.store.listen import Subscription, listen
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
 from kickside_engine.store.notify import local_signal
 from kickside_engine.store.reconnect import Outage
 from kickside_engine.store.settle import (
     Settlement,
-    UnnestSettle,
-    settle_batch,
-    unnest_settle,
 )
 from kickside_engine.wire import decode_result
 
 __all__ = ["PoolConfig", "PoolFailedError", "WorkerPool"]  # importable from here, as before
 
 log = logging.getLogger("kickside.pool")
-#: Prefetch only while executions average under this: for slower jobs a round trip is noise,
-#: and a prefetched job would wait behind them.
-PREFETCH_BELOW_MS = 20
-#: Without ``PoolConfig.prefetch``, the buffer holds from 2 to 12 jobs per executor: as many as
-#: the executors get through during one turn (see :func:`prefetch_limit`).
-PREFETCH_PER_EXECUTOR = (2, 12)
-#: What handing a job to an executor and taking its result back costs at least, in ms: the
-#: shortest execution :func:`prefetch_limit` counts with.
-HANDOFF_MS = 0.5
-
-
-def prefetch_limit(
-    executors: int, configured: int | None, turn_ms: float, execution_ms: float
-) -> int:
-    """How many claimed jobs may wait for an executor: ``configured`` when set, else enough
-    to keep every executor busy through one database turn of ``turn_ms``, given executions of
-    ``execution_ms`` (counted as at least :data:`HANDOFF_MS`), within
-    :data:`PREFETCH_PER_EXECUTOR`.
-
-    A turn is a round trip and a commit, whatever the batch: while it runs, executors that
-    have nothing buffered sit idle. A drain timeline with twice the executors buffered showed
-    them idle for most of every turn; six times was 1.6x the throughput. With the turn's
-    statement cheaper per job, its fixed cost (round trip, commit, ~1.3 ms) became the larger
-    part of a 35-job turn: twelve times makes ~63-job turns, 8 % more throughput; twenty
-    gained 4 % more for turns of 16 ms, so the cap stays at twelve.
-    """
-    if configured is not None:
-        return configured
-    low, high = PREFETCH_PER_EXECUTOR
-    per_executor = math.ceil(turn_ms / max(execution_ms, HANDOFF_MS))
-    return executors * max(low, min(high, per_executor))
-
-
-@dataclass
-class ClaimPlan:
-    """How much a turn may claim: ``(queue, share)`` in claim order, and ``room`` for all."""
-
-    shares: list[tuple[str, int]]
-    room: int
-
-
-@dataclass
-class Turn:
-    """One trip to the database: outcomes to record and, unless ``plan`` is None, claims."""
-
-    pending: list[Settlement]
-    plan: ClaimPlan | None
-    version: str | None
-    #: The workers the claimed jobs may be for: those of the code they will run under.
-    workers: list[str] | None = None
-    began: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class TurnResult:
-    """What a turn committed: the first ``settled`` outcomes and the claimed batches."""
-
-    since: float  # monotonic, just before the claims: their leases run from here
-    now: datetime
-    settled: int = 0
-    batches: list[tuple[str, list[ClaimedJob]]] = field(default_factory=list)
-    full: bool = False  # some queue filled its share: there may be more to claim
-    error: Exception | None = None
 
 
 class WorkerPool:
@@ -157,8 +85,7 @@ class WorkerPool:
         self.running_by_queue: Counter[str] = Counter()
         #: Claimed but not yet handed to an executor (see ``PoolConfig.prefetch``): dispatched
         #: the moment an executor frees up, without waiting for a database round trip.
-        self.buffer: deque[ClaimedJob] = deque()
-        self.buffered_by_queue: Counter[str] = Counter()
+        self.buffer = PrefetchBuffer()
         self._recent_ms = float(PREFETCH_BELOW_MS)  # moving average of execution times
         self._turn_ms = 0.0  # moving average of claiming turns, from start to applied
         self._restamp: set[uuid.UUID] = set()
@@ -179,12 +106,10 @@ class WorkerPool:
         #: Round trips that succeeded (heartbeats, turns): a step that made one proves the
         #: database is there; a step that only handed work to the store thread does not.
         self._round_trips = 0
-        self._keyed_found: dict[str, bool] = {}
-        self._keyed_probe_at: dict[str, float] = {}
         #: Runs turns while executors are busy (see :meth:`_flush_and_claim`).
         self._store: ThreadPoolExecutor | None = None
         self._turn: tuple[Turn, Future[TurnResult]] | None = None
-        self._turn_conn: Connection | None = None
+        self.turns = TurnRunner(db, config, self.node)
         self.leases = LeaseKeeper(db, self.node, config.lease)
         #: The cron entries this node runs, published on every heartbeat (none without plugins).
         self._schedule = SchedulePublication(config.schedule if config.run_plugins else ())
@@ -244,7 +169,7 @@ class WorkerPool:
         self.generation += 1
         # Prefetched jobs were claimed for the old code but will start on the new: their runs
         # get the version they really run under when they start.
-        self._restamp.update(c.lease_token for c in self.buffer)
+        self._restamp.update(self.buffer.tokens())
         log.info("upgrading executors in place", extra={"generation": self.generation})
         for ex in list(self.executors):
             if ex.running is None:
@@ -352,9 +277,7 @@ class WorkerPool:
                 self.leases.forget(claimed.lease_token)
                 ex.running = None
                 self._replace(ex, kill=True)
-        for claimed in [c for c in self.buffer if c.lease_token in lost]:
-            self.buffer.remove(claimed)
-            self.buffered_by_queue[claimed.job.queue] -= 1
+        self.buffer.drop(lost)
 
     def _lost_job_waiting(self, ex: Executor, lost: set[uuid.UUID]) -> bool:
         """Whether ``ex`` runs a job of ``lost`` and a message from it waits unread."""
@@ -394,11 +317,11 @@ class WorkerPool:
         if want_claim:
             self._claim_wanted = False  # set again by what happens while the turn runs
         if self._store is not None and any(ex.running is not None for ex in self.executors):
-            future = self._store.submit(self._run_turn, turn)
+            future = self._store.submit(self.turns.run, turn)
             self._turn = (turn, future)
             future.add_done_callback(lambda _f: self.wakeups.poke())
         else:
-            self._apply_turn(turn, self._run_turn(turn))
+            self._apply_turn(turn, self.turns.run(turn))
 
     def _collect_turn(self, *, wait: bool = False) -> None:
         """Apply the store thread's finished turn (``wait``: wait for it first)."""
@@ -436,79 +359,6 @@ class WorkerPool:
         if done.error is not None:
             raise done.error
 
-    def _run_turn(self, turn: Turn) -> TurnResult:
-        """Record ``turn.pending`` and claim along ``turn.plan``; on the store thread or not.
-
-        Touches no pool state but the keyed-claim probe times (one turn runs at a time).
-        """
-        done = TurnResult(since=time.monotonic(), now=utcnow())
-        try:
-            if self.db.is_postgresql:
-                self._turn_postgresql(turn, done)
-            else:
-                self._turn_sqlite(turn, done)
-        except Exception as exc:
-            done.error = exc
-        return done
-
-    def _turn_sqlite(self, turn: Turn, done: TurnResult) -> None:
-        """One transaction: the outcomes and the claims commit together (or not at all)."""
-        claimed = TurnResult(since=done.since, now=done.now)
-        with self.db.begin() as conn:
-            # Read once the write lock is held (BEGIN IMMEDIATE): the claims' runs must not
-            # appear to start before outcomes committed while this turn waited for the lock.
-            claimed.now = utcnow()
-            if turn.pending:
-                settle_batch(self.db, conn, turn.pending)
-            if turn.plan is not None:
-                self._claim_plan(conn, turn, claimed)
-        done.settled = len(turn.pending)
-        done.batches, done.full, done.now = claimed.batches, claimed.full, claimed.now
-
-    def _turn_postgresql(self, turn: Turn, done: TurnResult) -> None:
-        """Record and claim in as few round trips as possible: usually exactly one.
-
-        Outcomes that fit one statement ride along the first claim on an autocommit
-        connection (one statement, one commit); others are recorded first in their own
-        transaction. Keyed claims (advisory locks) keep a transaction of their own. Each
-        statement commits by itself, so ``done`` counts what committed before any failure.
-        """
-        pending = turn.pending
-        inline = unnest_settle(self.db, pending)
-        if pending and inline is None:
-            with self.db.begin() as conn:
-                settle_batch(self.db, conn, pending)
-            done.settled = len(pending)
-            pending = []
-        done.since, done.now = time.monotonic(), utcnow()  # the claims' leases run from here
-        with translate_errors(self.db):
-            try:
-                conn = self._turn_connection()
-                settled = False
-                if turn.plan is not None:
-                    settled = self._claim_plan(conn, turn, done, settle=inline)
-                if inline is not None and not settled:  # no claim to ride along
-                    settle_batch(self.db, conn, pending)
-                    done.settled = len(turn.pending)
-            except BaseException:
-                self._close_turn_connection()  # the next turn starts on a fresh one
-                raise
-
-    def _turn_connection(self) -> Connection:
-        """The autocommit connection PostgreSQL turns run on, kept from one turn to the next.
-
-        Checking a connection out and switching it to autocommit for every turn cost about as
-        much client CPU as the claim statement itself.
-        """
-        if self._turn_conn is None:
-            self._turn_conn = open_turn_connection(self.db)
-        return self._turn_conn
-
-    def _close_turn_connection(self) -> None:
-        conn, self._turn_conn = self._turn_conn, None
-        if conn is not None:
-            close_turn_connection(conn)
-
     def _plan(self, idle: list[Executor]) -> ClaimPlan:
         """Queues to claim from, in random order, each with its share, and the room for all.
 
@@ -526,58 +376,11 @@ class WorkerPool:
         for queue in queues:
             if queue in self.paused:
                 continue
-            held = self.running_by_queue[queue] + self.buffered_by_queue[queue]
+            held = self.running_by_queue[queue] + self.buffer.by_queue[queue]
             share = self.config.queues[queue] + (limit if prefetching else 0) - held
             if share > 0:
                 shares.append((queue, share))
         return ClaimPlan(shares=shares, room=room)
-
-    def _claim_plan(
-        self, conn: Any, turn: Turn, done: TurnResult, *, settle: UnnestSettle | None = None
-    ) -> bool:
-        """Claim along ``turn.plan`` through ``conn``; returns whether ``settle`` committed.
-
-        ``settle`` (PostgreSQL, ``conn`` autocommitting: all of ``turn.pending``) rides along
-        the first claim.
-        """
-        assert turn.plan is not None
-        room = turn.plan.room
-        settled = False
-        for queue, share in turn.plan.shares:
-            free = min(share, room)
-            if free <= 0:
-                break
-            batch = claim_jobs(
-                self.db,
-                conn,
-                queue=queue,
-                node=self.node,
-                limit=free,
-                now=done.now,
-                lease=self.config.lease_for(queue),
-                code_version=turn.version,
-                settle=None if settled else settle,
-                workers=turn.workers,
-            )
-            if settle is not None and not settled:
-                done.settled = len(turn.pending)  # committed with this claim
-                settled = True
-            done.batches.append((queue, batch))
-            got = len(batch)
-            if got < free and self._probe_keyed(queue):
-                # A PostgreSQL claim reads its own time, after the admission lock; SQLite's
-                # turn read it once the write lock was held.
-                now = None if self.db.is_postgresql else done.now
-                if self.db.is_postgresql:  # advisory locks need a transaction: conn has none
-                    with self.db.begin() as tx:
-                        keyed = self._claim_keyed(tx, queue, free - got, turn, now)
-                else:
-                    keyed = self._claim_keyed(conn, queue, free - got, turn, now)
-                done.batches.append((queue, keyed))
-                got += len(keyed)
-            room -= got
-            done.full = done.full or got == free
-        return settled
 
     def _prefetching(self) -> bool:
         """Whether to claim ahead of free executors: only while jobs are fast, and only up
@@ -607,8 +410,7 @@ class WorkerPool:
                 assigned.append((idle.pop(0), job))
                 self.running_by_queue[queue] += 1
             else:
-                self.buffer.append(job)
-                self.buffered_by_queue[queue] += 1
+                self.buffer.add(job)
 
     def _from_buffer(self, idle: list[Executor]) -> list[tuple[Executor, ClaimedJob]]:
         """Prefetched jobs for the idle executors, oldest first, within each queue's limit."""
@@ -619,7 +421,6 @@ class WorkerPool:
             queue = claimed.job.queue
             if self.running_by_queue[queue] < self.config.queues[queue]:
                 self.buffer.remove(claimed)
-                self.buffered_by_queue[queue] -= 1
                 self.running_by_queue[queue] += 1
                 self.stats["prefetched"] += 1
                 assigned.append((idle.pop(0), claimed))
@@ -632,11 +433,7 @@ class WorkerPool:
 
     def _dispatchable(self) -> bool:
         """Whether a prefetched job may start now (its queue is under its concurrency)."""
-        # Per queue, not per buffered job: the loop asks this at every wait.
-        return any(
-            n > 0 and self.running_by_queue[queue] < self.config.queues[queue]
-            for queue, n in self.buffered_by_queue.items()
-        )
+        return self.buffer.dispatchable(self.running_by_queue, self.config.queues)
 
     def _claim_version(self, idle: list[Executor]) -> str | None:
         """The code version claimed jobs will run under: the newest generation's."""
@@ -652,23 +449,6 @@ class WorkerPool:
         newest = max(ex.generation for ex in ready)
         return sorted({w for ex in ready if ex.generation == newest for w in ex.infos})
 
-    def _claim_keyed(
-        self, conn: Any, queue: str, limit: int, turn: Turn, now: datetime | None
-    ) -> list[ClaimedJob]:
-        keyed = claim_keyed(
-            self.db,
-            conn,
-            queue=queue,
-            node=self.node,
-            limit=limit,
-            now=now,
-            lease=self.config.lease_for(queue),
-            code_version=turn.version,
-            workers=turn.workers,
-        )
-        self._keyed_found[queue] = bool(keyed)
-        return keyed
-
     def _dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
         mono = time.monotonic()
         log_starts = starts_logged()
@@ -681,18 +461,6 @@ class WorkerPool:
             if log_starts:
                 log_start(claimed, now)
             ex.dispatch(claimed)
-
-    def _probe_keyed(self, queue: str) -> bool:
-        """Whether to look for keyed jobs now: always while they turn up, else once a second.
-
-        Keyed claims cost an extra query; a queue without keyed jobs should not pay it on
-        every claim.
-        """
-        mono = time.monotonic()
-        if self._keyed_found.get(queue) or mono >= self._keyed_probe_at.get(queue, 0.0):
-            self._keyed_probe_at[queue] = mono + 1.0
-            return True
-        return False
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -785,7 +553,7 @@ class WorkerPool:
             wait = self._outage.failed(exc)
             if self._outage.down and self._turn is None:
                 # Kept from turn to turn, it would meet the database's return already dead.
-                self._close_turn_connection()
+                self.turns.close_connection()
             self._next_beat = 0.0  # the retry starts with a heartbeat: one cheap round trip
             self._fence()
             # Wake in time to stop a job whose lease runs out while the database is away (the
@@ -859,7 +627,7 @@ class WorkerPool:
         finally:
             if self._store is not None:
                 self._store.shutdown(wait=True)  # a turn in flight finishes its statement
-            self._close_turn_connection()
+            self.turns.close_connection()
             signal_.unsubscribe(self.wakeups.on_local_wake)
             if subscription is not None:
                 subscription.stop()
@@ -903,7 +671,7 @@ class WorkerPool:
     def _held_leases(self) -> list[uuid.UUID]:
         """The lease tokens of every job held here, running or prefetched."""
         held = [ex.running.lease_token for ex in self.executors if ex.running is not None]
-        return held + [claimed.lease_token for claimed in self.buffer]
+        return held + self.buffer.tokens()
 
     def _kill_running(self) -> None:
         for ex in list(self.executors):
