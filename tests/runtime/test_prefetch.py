@@ -87,7 +87,7 @@ def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
         PoolConfig(queues={"default": 2}, mode="thread", registry=registry, run_plugins=False),
     )
     deepest = 0
-    real_turn = pool.turns.run
+    real_turn = pool.producer.turns.run
 
     def slow_turn(turn: Turn) -> TurnResult:
         nonlocal deepest
@@ -95,7 +95,7 @@ def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
         time.sleep(0.03)  # a database 30 ms away
         return real_turn(turn)
 
-    pool.turns.run = slow_turn  # type: ignore[method-assign]
+    pool.producer.turns.run = slow_turn  # type: ignore[method-assign]
     pool.start()
     try:
         wait_for(lambda: _completed(db) == 400, 120, "every job completed")
