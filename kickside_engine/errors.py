@@ -98,3 +98,12 @@ class ArgsDecodeError(InvalidArgumentError):
     The message names each bad field by its path (``$.lines[0].qty: required field missing``).
     A job whose args do not decode is discarded with it: retrying cannot fix the args.
     """
+
+
+class PoolFailedError(KicksideError, RuntimeError):
+    """A pool run on a thread stopped on an error (its ``WorkerPool.error``, the cause).
+
+    Raised by ``WorkerPool.start`` when the pool stops before it is ready and by
+    ``WorkerPool.stop`` when it had already stopped: an embedding application learns its pool
+    is gone. Still a ``RuntimeError``, as it was before it joined the Kickside errors.
+    """

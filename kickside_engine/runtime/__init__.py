@@ -1,5 +1,6 @@
 """The supervised worker pool: one supervisor claims jobs and hands each to an executor."""
 
+from kickside_engine.errors import PoolFailedError
 from kickside_engine.logs import LOG_LEVELS, configure_logging
 from kickside_engine.runtime.app import load_registry
 from kickside_engine.runtime.config import (
@@ -8,7 +9,7 @@ from kickside_engine.runtime.config import (
     parse_queue_leases,
     parse_queues,
 )
-from kickside_engine.runtime.pool import PoolFailedError, WorkerPool
+from kickside_engine.runtime.pool import WorkerPool
 from kickside_engine.runtime.reload import signal_reload
 
 __all__ = [

@@ -7,134 +7,50 @@ recorded in one transaction together with the next claim (a *turn*), so throughp
 to one commit per job; an outcome not yet recorded when the pool dies means a re-run, never a
 loss. While executors are busy a turn runs on a store thread of its own, one at a time, so the
 loop goes on taking results and starting prefetched jobs during the round trip.
+
+The loop is here. The work is done by the parts the pool owns, each in a module of its own:
+the executor set (executors and the jobs on them), the producer (turns, claims, the prefetch
+buffer), the wake-ups, and the lease keeper.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import random
 import selectors
-import signal
 import socket
 import threading
 import time
 import uuid
 from collections import Counter, deque
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from kickside_engine.api import node_name
-from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
-from kickside_engine.errors import ConfigurationError, KicksideError, PermissionDeniedError
-from kickside_engine.execution import max_execution, timeout_result
-from kickside_engine.lifecycle import ExecutionResult, ResultKind, clean_error, settlement_for
+from kickside_engine.errors import KicksideError, PermissionDeniedError, PoolFailedError
 from kickside_engine.models import ClaimedJob
 from kickside_engine.plugins.cron import SchedulePublication
-from kickside_engine.redact import declared_sensitive_keys
-from kickside_engine.runtime.app import WorkerInfo, code_version
+from kickside_engine.runtime.app import load_registry
 from kickside_engine.runtime.config import PoolConfig
-from kickside_engine.runtime.executors import (
-    Executor,
-    ProcessExecutor,
-    ThreadExecutor,
-    receive,
-)
+from kickside_engine.runtime.executor_set import ExecutorSet
+from kickside_engine.runtime.executors import Executor
+from kickside_engine.runtime.producer import Producer
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
-from kickside_engine.store.claims import (
-    claim_jobs,
-    close_turn_connection,
-    open_turn_connection,
-    restamp_run,
-)
-from kickside_engine.store.database import Database, translate_errors
+from kickside_engine.runtime.wakeups import Wakeups, restore_signals, route_signals
+from kickside_engine.store.database import Database
 from kickside_engine.store.grants import worker_permission_error
-from kickside_engine.store.keyed_claims import claim_keyed
 from kickside_engine.store.listen import Subscription, listen
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
 from kickside_engine.store.notify import local_signal
 from kickside_engine.store.reconnect import Outage
-from kickside_engine.store.settle import (
-    Settlement,
-    UnnestSettle,
-    settle_batch,
-    unnest_settle,
-)
-from kickside_engine.wire import decode_result
+from kickside_engine.store.settle import Settlement
+
+__all__ = ["PoolConfig", "PoolFailedError", "WorkerPool"]  # importable from here, as before
 
 log = logging.getLogger("kickside.pool")
-#: Prefetch only while executions average under this: for slower jobs a round trip is noise,
-#: and a prefetched job would wait behind them.
-PREFETCH_BELOW_MS = 20
-#: Without ``PoolConfig.prefetch``, the buffer holds from 2 to 12 jobs per executor: as many as
-#: the executors get through during one turn (see :func:`prefetch_limit`).
-PREFETCH_PER_EXECUTOR = (2, 12)
-#: What handing a job to an executor and taking its result back costs at least, in ms: the
-#: shortest execution :func:`prefetch_limit` counts with.
-HANDOFF_MS = 0.5
-job_log = logging.getLogger("kickside.job")
-
-
-def prefetch_limit(
-    executors: int, configured: int | None, turn_ms: float, execution_ms: float
-) -> int:
-    """How many claimed jobs may wait for an executor: ``configured`` when set, else enough
-    to keep every executor busy through one database turn of ``turn_ms``, given executions of
-    ``execution_ms`` (counted as at least :data:`HANDOFF_MS`), within
-    :data:`PREFETCH_PER_EXECUTOR`.
-
-    A turn is a round trip and a commit, whatever the batch: while it runs, executors that
-    have nothing buffered sit idle. A drain timeline with twice the executors buffered showed
-    them idle for most of every turn; six times was 1.6x the throughput. With the turn's
-    statement cheaper per job, its fixed cost (round trip, commit, ~1.3 ms) became the larger
-    part of a 35-job turn: twelve times makes ~63-job turns, 8 % more throughput; twenty
-    gained 4 % more for turns of 16 ms, so the cap stays at twelve.
-    """
-    if configured is not None:
-        return configured
-    low, high = PREFETCH_PER_EXECUTOR
-    per_executor = math.ceil(turn_ms / max(execution_ms, HANDOFF_MS))
-    return executors * max(low, min(high, per_executor))
-
-
-@dataclass
-class ClaimPlan:
-    """How much a turn may claim: ``(queue, share)`` in claim order, and ``room`` for all."""
-
-    shares: list[tuple[str, int]]
-    room: int
-
-
-@dataclass
-class Turn:
-    """One trip to the database: outcomes to record and, unless ``plan`` is None, claims."""
-
-    pending: list[Settlement]
-    plan: ClaimPlan | None
-    version: str | None
-    #: The workers the claimed jobs may be for: those of the code they will run under.
-    workers: list[str] | None = None
-    began: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class TurnResult:
-    """What a turn committed: the first ``settled`` outcomes and the claimed batches."""
-
-    since: float  # monotonic, just before the claims: their leases run from here
-    now: datetime
-    settled: int = 0
-    batches: list[tuple[str, list[ClaimedJob]]] = field(default_factory=list)
-    full: bool = False  # some queue filled its share: there may be more to claim
-    error: Exception | None = None
 
 
 class WorkerPool:
@@ -146,46 +62,44 @@ class WorkerPool:
         self.node = config.node or node_name()
         self.host = socket.gethostname()
         self.started_at = utcnow()
-        self.generation = 0
-        self.executors: list[Executor] = []
-        self.running_by_queue: Counter[str] = Counter()
-        #: Claimed but not yet handed to an executor (see ``PoolConfig.prefetch``): dispatched
-        #: the moment an executor frees up, without waiting for a database round trip.
-        self.buffer: deque[ClaimedJob] = deque()
-        self.buffered_by_queue: Counter[str] = Counter()
-        self._recent_ms = float(PREFETCH_BELOW_MS)  # moving average of execution times
-        self._turn_ms = 0.0  # moving average of claiming turns, from start to applied
-        self._restamp: set[uuid.UUID] = set()
-        self.paused: set[str] = set()
-        self.pending: list[Settlement] = []
-        self.events: deque[str] = deque()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
+        self.wakeups = Wakeups()
         #: Executor pipes (data: the executor) and the self-pipe (data: None), registered
         #: once: building a selector per wait cost more than the rest of the wait.
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        os.set_blocking(self._wake_w, False)
-        self._claim_wanted = True
+        self._selector.register(self.wakeups.fileno(), selectors.EVENT_READ, None)
         self._next_poll = 0.0
         self._next_beat = 0.0
         #: Database trouble: backoff, and one log line when it goes and one when it is back.
         self._outage = Outage(log)
-        #: Round trips that succeeded (heartbeats, turns): a step that made one proves the
-        #: database is there; a step that only handed work to the store thread does not.
+        #: Heartbeats that succeeded; with the producer's turns, the round trips that prove
+        #: the database is there (a step that only handed work to the store thread does not).
         self._round_trips = 0
-        self._keyed_found: dict[str, bool] = {}
-        self._keyed_probe_at: dict[str, float] = {}
-        #: Runs turns while executors are busy (see :meth:`_flush_and_claim`).
-        self._store: ThreadPoolExecutor | None = None
-        self._turn: tuple[Turn, Future[TurnResult]] | None = None
-        self._turn_conn: Connection | None = None
         self.leases = LeaseKeeper(db, self.node, config.lease)
         #: The cron entries this node runs, published on every heartbeat (none without plugins).
         self._schedule = SchedulePublication(config.schedule if config.run_plugins else ())
         self.stats: Counter[str] = Counter()
+        self.executor_set = ExecutorSet(
+            db,
+            config,
+            selector=self._selector,
+            leases=self.leases,
+            stats=self.stats,
+            stopping=self._stop,
+            on_free=self._want_claim,
+            on_failed=self._executors_failed,
+        )
+        self.producer = Producer(
+            db,
+            config,
+            self.node,
+            executors=self.executor_set,
+            leases=self.leases,
+            stats=self.stats,
+            stopping=self._stop,
+            wake=self.wakeups.poke,
+        )
         self.ready = threading.Event()
         #: The error that ended :meth:`run` (a bug, or what stopped the pool, such as an app
         #: that executors could not load), if one did; :meth:`stop` raises it for a pool run on
@@ -194,579 +108,87 @@ class WorkerPool:
         #: Why the pool stopped itself (it then stops gracefully, and :meth:`run` raises this).
         self.failure: KicksideError | None = None
         self._prepared = False
-        self.version = config.code_version or (
-            code_version(config.app) if config.mode == "thread" else "pending"
-        )
 
-    # -- wake-ups ---------------------------------------------------------------------------
+    @property
+    def executors(self) -> list[Executor]:
+        """The executors, running or idle (see :class:`ExecutorSet`)."""
+        return self.executor_set.executors
 
-    def _poke(self, event: str | None = None) -> None:
-        if event:
-            self.events.append(event)
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
+    @property
+    def version(self) -> str:
+        """The code version the pool runs (what a thread pool's new executors load)."""
+        return self.executor_set.version
 
-    def _on_local_wake(self, queue: str | None) -> None:
-        self._poke(queue or "nudge")
+    @version.setter
+    def version(self, version: str) -> None:
+        self.executor_set.version = version
+
+    @property
+    def buffer(self) -> deque[ClaimedJob]:
+        """Claimed jobs waiting for an executor (the producer's prefetch buffer)."""
+        return self.producer.buffer.jobs
+
+    @property
+    def pending(self) -> list[Settlement]:
+        """Outcomes taken from executors and not yet recorded."""
+        return self.executor_set.pending
+
+    # -- wake-ups and what the parts report -------------------------------------------------
 
     def request_stop(self) -> None:
         """Ask the pool to shut down gracefully (what SIGTERM and SIGINT do)."""
         self._stop.set()
-        self._poke("stop")
+        self.wakeups.poke("stop")
 
     def request_upgrade(self) -> None:
         """Replace executors with ones on the current code (what SIGHUP does)."""
-        self._poke("reload")
+        self.wakeups.poke("reload")
 
-    # -- executors --------------------------------------------------------------------------
+    def _want_claim(self) -> None:
+        self.producer.claim_wanted = True
 
-    def _spawn(self) -> Executor:
-        if self.config.mode == "process":
-            assert self.config.app is not None
-            ex: Executor = ProcessExecutor(self.config.app, self.generation)
-        else:
-            registry = self.config.registry
-            if registry is None:
-                from kickside_engine.runtime.app import load_registry
+    def _executors_failed(self, error: KicksideError) -> None:
+        """Executors cannot load the app: stop gracefully, then raise ``error`` from run."""
+        if self.failure is None:
+            self.failure = error
+        self.request_stop()
 
-                registry = load_registry(self.config.app or "")
-            ex = ThreadExecutor(registry, self.version, self.generation)
-        self.executors.append(ex)
-        self._selector.register(ex.conn.fileno(), selectors.EVENT_READ, ex)
-        return ex
-
-    def _retire(self, ex: Executor, *, kill: bool = False) -> None:
-        if ex in self.executors:
-            self.executors.remove(ex)
-            with contextlib.suppress(KeyError, ValueError, OSError):
-                self._selector.unregister(ex.conn.fileno())  # before its pipe closes
-        if kill:
-            ex.kill()
-        else:
-            ex.stop()
-            ex.join(5)
-
-    def _upgrade(self) -> None:
-        self.generation += 1
-        # Prefetched jobs were claimed for the old code but will start on the new: their runs
-        # get the version they really run under when they start.
-        self._restamp.update(c.lease_token for c in self.buffer)
-        log.info("upgrading executors in place", extra={"generation": self.generation})
-        for ex in list(self.executors):
-            if ex.running is None:
-                self._retire(ex)
-                self._spawn()
-            else:
-                ex.retiring = True  # finishes its job under the code it started with
-
-    def _replace(self, ex: Executor, *, kill: bool) -> None:
-        self._retire(ex, kill=kill)
-        if not self._stop.is_set():
-            self._spawn()
-
-    # -- results ----------------------------------------------------------------------------
-
-    def _info(self, ex: Executor, worker: str) -> WorkerInfo | None:
-        info = ex.infos.get(worker)
-        return info if isinstance(info, WorkerInfo) else None
-
-    def _finish(self, ex: Executor, result: ExecutionResult) -> None:
-        claimed = ex.running
-        if claimed is None:
-            return
-        info = self._info(ex, claimed.job.worker)
-        backoff = info.backoff_for(claimed.job.is_slot) if info is not None else DEFAULT_BACKOFF
-        self.pending.append(settlement_for(claimed, result, backoff=backoff))
-        ex.running = None
-        ex.deadline = None
-        self.running_by_queue[claimed.job.queue] -= 1
-        self.leases.forget(claimed.lease_token)
-        self.stats[result.kind.value] += 1
-        self._recent_ms += (result.duration_ms - self._recent_ms) * 0.1
-        self._claim_wanted = True
-        self._log_stop(claimed, result)
-        if ex.retiring:
-            self._replace(ex, kill=False)
-
-    def _log_stop(self, claimed: ClaimedJob, result: ExecutionResult) -> None:
-        failed = result.kind in (ResultKind.ERROR, ResultKind.TIMEOUT, ResultKind.CRASH)
-        if not job_log.isEnabledFor(logging.WARNING if failed else logging.INFO):
-            return  # building the record's fields cost more than the rest of taking a result
-        fields = {
-            "job_id": str(claimed.job.id),
-            "worker": claimed.job.worker,
-            "queue": claimed.job.queue,
-            "attempt": claimed.job.attempt,
-            "duration_ms": result.duration_ms,
-            "outcome": result.kind.value,
-        }
-        if failed:
-            final = claimed.job.attempt >= claimed.job.max_attempts and not claimed.job.is_slot
-            declared = declared_sensitive_keys(claimed.job.meta)
-            fields["error"] = clean_error(result.error or result.kind.value, declared)
-            job_log.log(logging.ERROR if final else logging.WARNING, "job.exception", extra=fields)
-        else:
-            job_log.info("job.stop", extra=fields)
-
-    def _receive(self, ex: Executor) -> None:
-        try:
-            message = receive(ex.conn)
-        except (EOFError, OSError):
-            self._executor_died(ex)
-            return
-        kind = message[0]
-        if kind == "ready":
-            ex.version, ex.infos = message[1], message[2]
-            if self.config.mode == "process":
-                self.version = ex.version or self.version
-            self._claim_wanted = True
-        elif kind == "result":
-            if ex.running is not None and message[1] == ex.running.lease_token.int:
-                self._finish(ex, decode_result(message[2]))
-        elif kind == "failed":
-            log.error("executor could not load the app: %s", message[1])
-            if self.failure is None:
-                self.failure = ConfigurationError(
-                    f"executors could not load the app {self.config.app!r}: {message[1]}"
-                )
-            self._retire(ex, kill=True)
-            self.request_stop()
-
-    def _executor_died(self, ex: Executor) -> None:
-        claimed = ex.running
-        if claimed is not None:
-            started = ex.started_monotonic
-            self._finish(
-                ex,
-                ExecutionResult(
-                    ResultKind.CRASH,
-                    utcnow(),
-                    int((time.monotonic() - started) * 1000),
-                    error="crash: the executor process running this attempt died "
-                    f"(exit code {getattr(getattr(ex, 'process', None), 'exitcode', None)})",
-                ),
-            )
-        self._replace(ex, kill=True)
-
-    def _check_deadlines(self, now_mono: float) -> None:
-        for ex in list(self.executors):
-            if ex.running is not None and ex.deadline is not None and now_mono >= ex.deadline:
-                claimed = ex.running
-                limit = self._max_execution(ex, claimed)
-                self._finish(ex, timeout_result(limit, ex.started_monotonic))
-                self._replace(ex, kill=True)
-
-    def _max_execution(self, ex: Executor, claimed: ClaimedJob) -> timedelta:
-        info = self._info(ex, claimed.job.worker)
-        timeout = info.timeout if info is not None else None
-        return max_execution(claimed.job, timeout, self.config.default_max_execution)
+    def _handle_events(self) -> None:
+        for event in self.wakeups.take():
+            if event == "reload":
+                self.executor_set.upgrade(waiting=self.producer.buffer)
+            elif event.startswith("cancel:"):
+                self.leases.check_soon()
+            elif event.startswith("audit:"):
+                continue  # an operator action, for dashboards; cancels also send cancel:
+            elif event != "stop":
+                self.producer.claim_wanted = True
 
     def _stop_lost(self, lost: set[uuid.UUID]) -> None:
-        """Stop executions whose lease is gone (cancelled or rescued): never record them.
-
-        An executor whose result already waits in its pipe has finished: that result is taken
-        (the fenced settle drops it) rather than the executor killed. After a stop signal the
-        wait for results can return empty although one is waiting (epoll is not restarted).
-        """
-        for ex in list(self.executors):
-            while self._lost_job_waiting(ex, lost):
-                self._receive(ex)
-            if ex in self.executors and ex.running is not None and ex.running.lease_token in lost:
-                claimed = ex.running
-                log.warning("lease lost, stopping execution", extra={"job_id": str(claimed.job.id)})
-                self.running_by_queue[claimed.job.queue] -= 1
-                self.leases.forget(claimed.lease_token)
-                ex.running = None
-                self._replace(ex, kill=True)
-        for claimed in [c for c in self.buffer if c.lease_token in lost]:
-            self.buffer.remove(claimed)
-            self.buffered_by_queue[claimed.job.queue] -= 1
-
-    def _lost_job_waiting(self, ex: Executor, lost: set[uuid.UUID]) -> bool:
-        """Whether ``ex`` runs a job of ``lost`` and a message from it waits unread."""
-        if ex not in self.executors or ex.running is None or ex.running.lease_token not in lost:
-            return False
-        try:
-            return ex.conn.poll(0)
-        except (OSError, EOFError):
-            return False
-
-    # -- claims ---------------------------------------------------------------------------
-
-    def _flush_and_claim(self) -> None:
-        """Dispatch prefetched jobs, then start the next turn (record outcomes, claim) if due.
-
-        One turn at a time. While executors are busy it runs on the store thread, so results
-        keep arriving and prefetched jobs keep starting during its round trip; on an idle pool
-        it runs right here, a thread hand-off sooner.
-        """
-        self._collect_turn()
-        idle = [ex for ex in self.executors if ex.idle]
-        if self.buffer and idle:
-            self._dispatch(self._from_buffer(idle), utcnow())
-        if self._turn is not None:
-            return
-        if self._stop.is_set():
-            idle = []
-        want_claim = self._claim_wanted and (bool(idle) or self._prefetching())
-        if not self.pending and not want_claim:
-            return
-        turn = Turn(
-            pending=list(self.pending),
-            plan=self._plan(idle) if want_claim else None,
-            version=self._claim_version(idle),
-            workers=self._claim_workers(idle),
-        )
-        if want_claim:
-            self._claim_wanted = False  # set again by what happens while the turn runs
-        if self._store is not None and any(ex.running is not None for ex in self.executors):
-            future = self._store.submit(self._run_turn, turn)
-            self._turn = (turn, future)
-            future.add_done_callback(lambda _f: self._poke())
-        else:
-            self._apply_turn(turn, self._run_turn(turn))
-
-    def _collect_turn(self, *, wait: bool = False) -> None:
-        """Apply the store thread's finished turn (``wait``: wait for it first)."""
-        if self._turn is None:
-            return
-        turn, future = self._turn
-        if not wait and not future.done():
-            return
-        self._turn = None
-        self._apply_turn(turn, future.result())
-
-    def _apply_turn(self, turn: Turn, done: TurnResult) -> None:
-        """Take a turn's outcome into the pool: drop what was recorded, start what was claimed.
-
-        Claims committed before a failure are started all the same; the failure is raised
-        after, for :meth:`_step`'s backoff.
-        """
-        del self.pending[: done.settled]
-        if done.error is None:
-            self._round_trips += 1
-        if turn.plan is not None and done.error is None:
-            took_ms = (time.monotonic() - turn.began) * 1000
-            self._turn_ms += (took_ms - self._turn_ms) * 0.2
-        idle = [ex for ex in self.executors if ex.idle]
-        if turn.version != self._claim_version(idle):
-            # Executors were upgraded while the turn ran: its runs say the old code version
-            # until they start (see _upgrade).
-            self._restamp.update(c.lease_token for _, batch in done.batches for c in batch)
-        assigned: list[tuple[Executor, ClaimedJob]] = []
-        for queue, batch in done.batches:
-            self._assign(queue, batch, idle, assigned, done.since)
-        self._dispatch(assigned, done.now)
-        if turn.plan is not None:
-            self._claim_wanted = self._claim_wanted or done.full or done.error is not None
-        if done.error is not None:
-            raise done.error
-
-    def _run_turn(self, turn: Turn) -> TurnResult:
-        """Record ``turn.pending`` and claim along ``turn.plan``; on the store thread or not.
-
-        Touches no pool state but the keyed-claim probe times (one turn runs at a time).
-        """
-        done = TurnResult(since=time.monotonic(), now=utcnow())
-        try:
-            if self.db.is_postgresql:
-                self._turn_postgresql(turn, done)
-            else:
-                self._turn_sqlite(turn, done)
-        except Exception as exc:
-            done.error = exc
-        return done
-
-    def _turn_sqlite(self, turn: Turn, done: TurnResult) -> None:
-        """One transaction: the outcomes and the claims commit together (or not at all)."""
-        claimed = TurnResult(since=done.since, now=done.now)
-        with self.db.begin() as conn:
-            # Read once the write lock is held (BEGIN IMMEDIATE): the claims' runs must not
-            # appear to start before outcomes committed while this turn waited for the lock.
-            claimed.now = utcnow()
-            if turn.pending:
-                settle_batch(self.db, conn, turn.pending)
-            if turn.plan is not None:
-                self._claim_plan(conn, turn, claimed)
-        done.settled = len(turn.pending)
-        done.batches, done.full, done.now = claimed.batches, claimed.full, claimed.now
-
-    def _turn_postgresql(self, turn: Turn, done: TurnResult) -> None:
-        """Record and claim in as few round trips as possible: usually exactly one.
-
-        Outcomes that fit one statement ride along the first claim on an autocommit
-        connection (one statement, one commit); others are recorded first in their own
-        transaction. Keyed claims (advisory locks) keep a transaction of their own. Each
-        statement commits by itself, so ``done`` counts what committed before any failure.
-        """
-        pending = turn.pending
-        inline = unnest_settle(self.db, pending)
-        if pending and inline is None:
-            with self.db.begin() as conn:
-                settle_batch(self.db, conn, pending)
-            done.settled = len(pending)
-            pending = []
-        done.since, done.now = time.monotonic(), utcnow()  # the claims' leases run from here
-        with translate_errors(self.db):
-            try:
-                conn = self._turn_connection()
-                settled = False
-                if turn.plan is not None:
-                    settled = self._claim_plan(conn, turn, done, settle=inline)
-                if inline is not None and not settled:  # no claim to ride along
-                    settle_batch(self.db, conn, pending)
-                    done.settled = len(turn.pending)
-            except BaseException:
-                self._close_turn_connection()  # the next turn starts on a fresh one
-                raise
-
-    def _turn_connection(self) -> Connection:
-        """The autocommit connection PostgreSQL turns run on, kept from one turn to the next.
-
-        Checking a connection out and switching it to autocommit for every turn cost about as
-        much client CPU as the claim statement itself.
-        """
-        if self._turn_conn is None:
-            self._turn_conn = open_turn_connection(self.db)
-        return self._turn_conn
-
-    def _close_turn_connection(self) -> None:
-        conn, self._turn_conn = self._turn_conn, None
-        if conn is not None:
-            close_turn_connection(conn)
-
-    def _plan(self, idle: list[Executor]) -> ClaimPlan:
-        """Queues to claim from, in random order, each with its share, and the room for all.
-
-        A queue's share is what its concurrency leaves free, plus, while prefetching, the
-        prefetch limit to wait here; all queues together take no more than the idle executors
-        plus the prefetch buffer's free places (``room``), each from what the queues before it
-        left.
-        """
-        prefetching = self._prefetching()
-        limit = self._prefetch_limit()
-        room = len(idle) + (limit - len(self.buffer) if prefetching else 0)
-        shares: list[tuple[str, int]] = []
-        queues = list(self.config.queues)
-        random.shuffle(queues)
-        for queue in queues:
-            if queue in self.paused:
-                continue
-            held = self.running_by_queue[queue] + self.buffered_by_queue[queue]
-            share = self.config.queues[queue] + (limit if prefetching else 0) - held
-            if share > 0:
-                shares.append((queue, share))
-        return ClaimPlan(shares=shares, room=room)
-
-    def _claim_plan(
-        self, conn: Any, turn: Turn, done: TurnResult, *, settle: UnnestSettle | None = None
-    ) -> bool:
-        """Claim along ``turn.plan`` through ``conn``; returns whether ``settle`` committed.
-
-        ``settle`` (PostgreSQL, ``conn`` autocommitting: all of ``turn.pending``) rides along
-        the first claim.
-        """
-        assert turn.plan is not None
-        room = turn.plan.room
-        settled = False
-        for queue, share in turn.plan.shares:
-            free = min(share, room)
-            if free <= 0:
-                break
-            batch = claim_jobs(
-                self.db,
-                conn,
-                queue=queue,
-                node=self.node,
-                limit=free,
-                now=done.now,
-                lease=self.config.lease_for(queue),
-                code_version=turn.version,
-                settle=None if settled else settle,
-                workers=turn.workers,
-            )
-            if settle is not None and not settled:
-                done.settled = len(turn.pending)  # committed with this claim
-                settled = True
-            done.batches.append((queue, batch))
-            got = len(batch)
-            if got < free and self._probe_keyed(queue):
-                # A PostgreSQL claim reads its own time, after the admission lock; SQLite's
-                # turn read it once the write lock was held.
-                now = None if self.db.is_postgresql else done.now
-                if self.db.is_postgresql:  # advisory locks need a transaction: conn has none
-                    with self.db.begin() as tx:
-                        keyed = self._claim_keyed(tx, queue, free - got, turn, now)
-                else:
-                    keyed = self._claim_keyed(conn, queue, free - got, turn, now)
-                done.batches.append((queue, keyed))
-                got += len(keyed)
-            room -= got
-            done.full = done.full or got == free
-        return settled
-
-    def _prefetching(self) -> bool:
-        """Whether to claim ahead of free executors: only while jobs are fast, and only up
-        to :meth:`_prefetch_limit` jobs waiting here."""
-        return (
-            self._prefetch_limit() > len(self.buffer)
-            and self._recent_ms < PREFETCH_BELOW_MS
-            and not self._stop.is_set()
-            and any(ex.ready and not ex.retiring for ex in self.executors)
-        )
-
-    def _assign(
-        self,
-        queue: str,
-        batch: list[ClaimedJob],
-        idle: list[Executor],
-        assigned: list[tuple[Executor, ClaimedJob]],
-        since: float,
-    ) -> None:
-        """Hand claimed jobs to idle executors, within the queue's concurrency; keep the rest.
-
-        ``since``: the monotonic time just before the claim, from which the lease runs.
-        """
-        for job in batch:
-            self.leases.track(job.lease_token, since, self.config.lease_for(queue))
-            if idle and self.running_by_queue[queue] < self.config.queues[queue]:
-                assigned.append((idle.pop(0), job))
-                self.running_by_queue[queue] += 1
-            else:
-                self.buffer.append(job)
-                self.buffered_by_queue[queue] += 1
-
-    def _from_buffer(self, idle: list[Executor]) -> list[tuple[Executor, ClaimedJob]]:
-        """Prefetched jobs for the idle executors, oldest first, within each queue's limit."""
-        assigned: list[tuple[Executor, ClaimedJob]] = []
-        for claimed in list(self.buffer):
-            if not idle:
-                break
-            queue = claimed.job.queue
-            if self.running_by_queue[queue] < self.config.queues[queue]:
-                self.buffer.remove(claimed)
-                self.buffered_by_queue[queue] -= 1
-                self.running_by_queue[queue] += 1
-                self.stats["prefetched"] += 1
-                assigned.append((idle.pop(0), claimed))
-        return assigned
-
-    def _prefetch_limit(self) -> int:
-        return prefetch_limit(
-            self.config.executors, self.config.prefetch, self._turn_ms, self._recent_ms
-        )
-
-    def _dispatchable(self) -> bool:
-        """Whether a prefetched job may start now (its queue is under its concurrency)."""
-        # Per queue, not per buffered job: the loop asks this at every wait.
-        return any(
-            n > 0 and self.running_by_queue[queue] < self.config.queues[queue]
-            for queue, n in self.buffered_by_queue.items()
-        )
-
-    def _claim_version(self, idle: list[Executor]) -> str | None:
-        """The code version claimed jobs will run under: the newest generation's."""
-        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
-        return max(ready, key=lambda ex: ex.generation).version if ready else None
-
-    def _claim_workers(self, idle: list[Executor]) -> list[str]:
-        """The workers of the code claimed jobs will run under (the newest generation's); none
-        before an executor has loaded it."""
-        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
-        if not ready:
-            return []
-        newest = max(ex.generation for ex in ready)
-        return sorted({w for ex in ready if ex.generation == newest for w in ex.infos})
-
-    def _claim_keyed(
-        self, conn: Any, queue: str, limit: int, turn: Turn, now: datetime | None
-    ) -> list[ClaimedJob]:
-        keyed = claim_keyed(
-            self.db,
-            conn,
-            queue=queue,
-            node=self.node,
-            limit=limit,
-            now=now,
-            lease=self.config.lease_for(queue),
-            code_version=turn.version,
-            workers=turn.workers,
-        )
-        self._keyed_found[queue] = bool(keyed)
-        return keyed
-
-    def _dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
-        mono = time.monotonic()
-        log_starts = job_log.isEnabledFor(logging.INFO)
-        for ex, claimed in assigned:
-            ex.started_monotonic = mono
-            ex.deadline = mono + self._max_execution(ex, claimed).total_seconds()
-            if claimed.lease_token in self._restamp:
-                self._restamp.discard(claimed.lease_token)
-                restamp_run(self.db, claimed.lease_token, ex.version)
-            if log_starts:
-                job = claimed.job
-                job_log.info(
-                    "job.start",
-                    extra={
-                        "job_id": str(job.id),
-                        "worker": job.worker,
-                        "queue": job.queue,
-                        "attempt": job.attempt,
-                        "queue_ms": int((now - job.scheduled_at) / timedelta(milliseconds=1)),
-                    },
-                )
-            ex.dispatch(claimed)
-
-    def _probe_keyed(self, queue: str) -> bool:
-        """Whether to look for keyed jobs now: always while they turn up, else once a second.
-
-        Keyed claims cost an extra query; a queue without keyed jobs should not pay it on
-        every claim.
-        """
-        mono = time.monotonic()
-        if self._keyed_found.get(queue) or mono >= self._keyed_probe_at.get(queue, 0.0):
-            self._keyed_probe_at[queue] = mono + 1.0
-            return True
-        return False
+        """Stop the executions and forget the prefetched jobs whose lease is gone."""
+        self.executor_set.stop_lost(lost)
+        self.producer.drop_lost(lost)
 
     # -- the loop ---------------------------------------------------------------------------
 
     def _beat(self) -> None:
-        busy = sum(1 for ex in self.executors if ex.running is not None)
+        executors = self.executor_set
         now = utcnow()
         beat = NodeBeat(
             name=self.node,
             host=self.host,
             pid=os.getpid(),
             queues=dict(self.config.queues),
-            code_version=self.version,
-            executors_busy=busy,
-            executors_total=len(self.executors),
+            code_version=executors.version,
+            executors_busy=executors.busy(),
+            executors_total=len(executors.executors),
             started_at=self.started_at,
-            workers=self._claim_workers([]) if any(ex.ready for ex in self.executors) else None,
+            workers=executors.claim_workers([]) if executors.any_ready() else None,
             schedule=self._schedule.document(now),
         )
         paused = heartbeat(self.db, beat, now)
         self._round_trips += 1
-        if paused != self.paused:
-            self.paused = paused
-            self._claim_wanted = True
-
-    def _handle_events(self) -> None:
-        with contextlib.suppress(BlockingIOError, OSError):
-            while os.read(self._wake_r, 4096):
-                pass
-        while self.events:
-            event = self.events.popleft()
-            if event == "reload":
-                self._upgrade()
-            elif event.startswith("cancel:"):
-                self.leases.check_soon()
-            elif event.startswith("audit:"):
-                continue  # an operator action, for dashboards; cancels also send cancel:
-            elif event != "stop":
-                self._claim_wanted = True
+        self.producer.set_paused(paused)
 
     def _fence(self) -> None:
         """Stop jobs whose lease may have expired unrenewed (see ``LeaseKeeper.overdue``)."""
@@ -786,27 +208,24 @@ class WorkerPool:
             self._beat()
             self._next_beat = mono + 1.0
         if mono >= self._next_poll:
-            self._claim_wanted = True
+            self.producer.claim_wanted = True
             self._next_poll = mono + self.config.poll_interval * random.uniform(0.8, 1.2)
         lost = self.leases.maintain(mono)
         if lost:
             self._stop_lost(lost)
-        self._check_deadlines(mono)
+        self.executor_set.check_deadlines(mono)
 
     def _wait(self) -> None:
         mono = time.monotonic()
-        deadlines = [ex.deadline for ex in self.executors if ex.deadline is not None]
-        until = min([self._next_poll, self._next_beat, self.leases.next_due, *deadlines])
-        timeout = (
-            0.0
-            if ((self._claim_wanted and self._turn is None) or self._dispatchable())
-            and any(ex.idle for ex in self.executors)
-            else max(0.0, until - mono)
+        executors = self.executor_set
+        until = min(
+            [self._next_poll, self._next_beat, self.leases.next_due, *executors.deadlines()]
         )
+        timeout = 0.0 if self.producer.urgent() and executors.any_idle() else max(0.0, until - mono)
         for key, _ in self._selector.select(min(timeout, 1.0)):
             ex = key.data
-            if ex is not None and ex in self.executors:  # not retired by an earlier message
-                self._receive(ex)
+            if ex is not None and ex in executors.executors:  # not retired by an earlier message
+                executors.receive(ex)
 
     def _step(self) -> None:
         """Events, timers, then record and claim; database trouble backs off and retries.
@@ -816,16 +235,15 @@ class WorkerPool:
         outage is logged once when it begins and once when a round trip proves it over (see
         :class:`~kickside_engine.store.reconnect.Outage`), not once per retry.
         """
-        round_trips = self._round_trips
+        round_trips = self._round_trips + self.producer.round_trips
         try:
             self._handle_events()
             self._timers()
-            self._flush_and_claim()
+            self.producer.flush_and_claim()
         except (KicksideError, DBAPIError) as exc:
             wait = self._outage.failed(exc)
-            if self._outage.down and self._turn is None:
-                # Kept from turn to turn, it would meet the database's return already dead.
-                self._close_turn_connection()
+            if self._outage.down:
+                self.producer.release_connection()
             self._next_beat = 0.0  # the retry starts with a heartbeat: one cheap round trip
             self._fence()
             # Wake in time to stop a job whose lease runs out while the database is away (the
@@ -833,11 +251,8 @@ class WorkerPool:
             fence_in = self.leases.fence_due - time.monotonic()
             self._stop.wait(max(0.0, min(wait, fence_in)))
             return
-        if self._round_trips != round_trips:
+        if self._round_trips + self.producer.round_trips != round_trips:
             self._outage.succeeded()
-
-    def _on_payload(self, payload: str) -> None:
-        self._poke(payload)
 
     def prepare(self) -> None:
         """Check what the pool needs before it starts anything, and register its node.
@@ -854,8 +269,6 @@ class WorkerPool:
         try:
             self.db.require_current_schema()
             if self.config.mode == "thread" and self.config.registry is None:
-                from kickside_engine.runtime.app import load_registry
-
                 load_registry(self.config.app or "")
             try:
                 self._beat()  # registers the node: the pool's first write
@@ -875,29 +288,20 @@ class WorkerPool:
         (:attr:`failure`); an unexpected error is raised at once, its jobs left to the Lifeline.
         """
         self.prepare()
-        in_main = threading.current_thread() is threading.main_thread()
-        previous: dict[int, Any] = {}
-        if in_main:
-            handlers = {
-                signal.SIGTERM: self.request_stop,
-                signal.SIGINT: self.request_stop,
-                signal.SIGHUP: self.request_upgrade,
-            }
-            for signum, handler in handlers.items():
-                previous[signum] = signal.signal(signum, lambda *_a, h=handler: h())
+        previous = route_signals(stop=self.request_stop, upgrade=self.request_upgrade)
         signal_ = local_signal(self.db)
-        signal_.subscribe(self._on_local_wake)
+        signal_.subscribe(self.wakeups.on_local_wake)
         # Other processes' changes on PostgreSQL (this process's arrive through the signal).
         subscription: Subscription | None = None
         plugins = PluginThread(self.db, self.config) if self.config.run_plugins else None
         try:
             for _ in range(self.config.executors):
-                self._spawn()
+                self.executor_set.spawn()
             if self.db.is_postgresql:
-                subscription = listen(self.db, self._on_payload)
+                subscription = listen(self.db, self.wakeups.on_payload)
             if plugins:
                 plugins.start()
-            self._store = ThreadPoolExecutor(1, thread_name_prefix=f"kickside-store-{self.node}")
+            self.producer.start()
             self.ready.set()
             while not self._stop.is_set():
                 self._wait()
@@ -909,20 +313,16 @@ class WorkerPool:
             self._abandon()
             raise
         finally:
-            if self._store is not None:
-                self._store.shutdown(wait=True)  # a turn in flight finishes its statement
-            self._close_turn_connection()
-            signal_.unsubscribe(self._on_local_wake)
+            self.producer.stop()  # a turn in flight finishes its statement
+            signal_.unsubscribe(self.wakeups.on_local_wake)
             if subscription is not None:
                 subscription.stop()
             if plugins:
                 plugins.stop()
-            for ex in list(self.executors):
-                self._retire(ex, kill=ex.running is not None)
+            self.executor_set.retire_all()
             with contextlib.suppress(Exception):
                 deregister(self.db, self.node)
-            for number, old in previous.items():
-                signal.signal(number, old)
+            restore_signals(previous)
             self._close_pipes()
             log.info("pool stopped", extra={"node": self.node})
         if self.failure is not None:
@@ -931,23 +331,22 @@ class WorkerPool:
 
     def _close_pipes(self) -> None:
         self._selector.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self.wakeups.close()
 
     def _drain(self) -> None:
         """Shutdown: stop claiming, wait up to the grace for running jobs, leave the rest."""
         deadline = time.monotonic() + self.config.shutdown_grace.total_seconds()
-        while (
-            self.buffer or self._turn is not None or any(ex.running for ex in self.executors)
-        ) and (time.monotonic() < deadline):
+        while (self.producer.buffer or self.producer.turn_running or self.executor_set.busy()) and (
+            time.monotonic() < deadline
+        ):
             self._wait()
             self._step()
         with contextlib.suppress(KicksideError, DBAPIError):
-            self._collect_turn(wait=True)  # what it claimed is left to the Lifeline below
+            self.producer.collect(wait=True)  # what it claimed is left to the Lifeline below
         abandoned = self._held_leases()
-        self._kill_running()
+        self.executor_set.kill_running()
         with contextlib.suppress(KicksideError, DBAPIError):
-            self._flush_and_claim()
+            self.producer.flush_and_claim()
         if abandoned:
             # Left to the Lifeline, which may rescue them at once rather than at lease expiry.
             with contextlib.suppress(KicksideError, DBAPIError):
@@ -956,20 +355,14 @@ class WorkerPool:
 
     def _held_leases(self) -> list[uuid.UUID]:
         """The lease tokens of every job held here, running or prefetched."""
-        held = [ex.running.lease_token for ex in self.executors if ex.running is not None]
-        return held + [claimed.lease_token for claimed in self.buffer]
-
-    def _kill_running(self) -> None:
-        for ex in list(self.executors):
-            if ex.running is not None:
-                self._retire(ex, kill=True)
+        return self.executor_set.held_leases() + self.producer.buffer.tokens()
 
     def _abandon(self) -> None:
         """After an unexpected error: stop every execution and end the leases this pool holds,
         so that the Lifeline (of any pool) rescues the jobs now rather than at lease expiry."""
         held = self._held_leases()
         with contextlib.suppress(Exception):
-            self._kill_running()
+            self.executor_set.kill_running()
         if held:
             with contextlib.suppress(Exception):
                 self.leases.expire_now(held)
@@ -1005,7 +398,3 @@ class WorkerPool:
             self._thread.join(timeout)
         if self.error is not None:
             raise PoolFailedError(f"the pool stopped on an error: {self.error!r}") from (self.error)
-
-
-class PoolFailedError(RuntimeError):
-    """A pool run on a thread stopped on an error (its :attr:`WorkerPool.error`)."""

@@ -61,7 +61,7 @@ def test_a_pool_stopped_by_a_bug_reports_it_and_its_jobs_are_rescued_at_once(
             raise RuntimeError("injected bug")
 
         pool._timers = bug  # type: ignore[method-assign]  # the next step meets the bug
-        pool._poke()
+        pool.wakeups.poke()
         wait_for(lambda: pool.error is not None and _nodes(db) == 0, 30, "the pool to stop")
         assert isinstance(pool.error, RuntimeError) and "injected bug" in str(pool.error)
         with pytest.raises(PoolFailedError, match="injected bug"):
@@ -72,3 +72,12 @@ def test_a_pool_stopped_by_a_bug_reports_it_and_its_jobs_are_rescued_at_once(
     finally:
         release.set()
         pool.request_stop()
+
+
+def test_pool_failed_error_is_a_kickside_error_and_still_a_runtime_error() -> None:
+    from kickside_engine.errors import KicksideError
+    from kickside_engine.runtime import pool
+
+    assert pool.PoolFailedError is PoolFailedError
+    assert issubclass(PoolFailedError, KicksideError)
+    assert issubclass(PoolFailedError, RuntimeError)  # `except RuntimeError` still catches it

@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from kickside_engine import Database, Job, JobBuilder, WorkerRegistry, enqueue_many
 from kickside_engine.clock import utcnow
 from kickside_engine.runtime import PoolConfig, WorkerPool
-from kickside_engine.runtime.pool import Turn, TurnResult, prefetch_limit
+from kickside_engine.runtime.prefetch import prefetch_limit
+from kickside_engine.runtime.turns import Turn, TurnResult
 from kickside_engine.store.claims import claim_jobs, restamp_run
 
 from ..support.processes import wait_for
@@ -86,7 +87,7 @@ def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
         PoolConfig(queues={"default": 2}, mode="thread", registry=registry, run_plugins=False),
     )
     deepest = 0
-    real_turn = pool._run_turn
+    real_turn = pool.producer.turns.run
 
     def slow_turn(turn: Turn) -> TurnResult:
         nonlocal deepest
@@ -94,7 +95,7 @@ def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
         time.sleep(0.03)  # a database 30 ms away
         return real_turn(turn)
 
-    pool._run_turn = slow_turn  # type: ignore[method-assign]
+    pool.producer.turns.run = slow_turn  # type: ignore[method-assign]
     pool.start()
     try:
         wait_for(lambda: _completed(db) == 400, 120, "every job completed")

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from kickside_engine import Database, Job, JobBuilder, WorkerRegistry, enqueue_many
 from kickside_engine.runtime import PoolConfig, WorkerPool
-from kickside_engine.runtime.pool import Turn, TurnResult
+from kickside_engine.runtime.turns import Turn, TurnResult
 
 from ..support.history import state_counts
 from ..support.processes import wait_for
@@ -39,7 +39,7 @@ def test_prefetched_jobs_start_while_a_turn_waits_on_the_database(db: Database) 
     )
     blocked, release = threading.Event(), threading.Event()
     waiting: set[str] = set()  # prefetched when the slow turn began
-    real_turn = pool._run_turn
+    real_turn = pool.producer.turns.run
 
     def slow_turn(turn: Turn) -> TurnResult:
         """The first turn on the store thread that starts while prefetched jobs wait in the
@@ -51,7 +51,7 @@ def test_prefetched_jobs_start_while_a_turn_waits_on_the_database(db: Database) 
             release.wait(60)
         return real_turn(turn)
 
-    pool._run_turn = slow_turn  # type: ignore[method-assign]
+    pool.producer.turns.run = slow_turn  # type: ignore[method-assign]
     pool.start()
     try:
         wait_for(blocked.is_set, 60, "a turn on the store thread")
@@ -85,7 +85,7 @@ def test_jobs_claimed_by_a_turn_that_spans_an_upgrade_record_the_new_code_versio
     )
     blocked, release = threading.Event(), threading.Event()
     claimed_in_turn: set[str] = set()
-    real_turn = pool._run_turn
+    real_turn = pool.producer.turns.run
 
     def slow_turn(turn: Turn) -> TurnResult:
         """The first turn on the store thread claims, then waits while the pool upgrades."""
@@ -97,7 +97,7 @@ def test_jobs_claimed_by_a_turn_that_spans_an_upgrade_record_the_new_code_versio
             release.wait(60)
         return done
 
-    pool._run_turn = slow_turn  # type: ignore[method-assign]
+    pool.producer.turns.run = slow_turn  # type: ignore[method-assign]
     pool.start()
     try:
         wait_for(blocked.is_set, 60, "a turn on the store thread")
