@@ -24,7 +24,7 @@ from kickside_engine.config import SCHEMA_ENV
 from kickside_engine.control import overview, utcnow
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, state, writes
-from kickside_tui.entry import missing_modules
+from kickside_tui.extras import missing_modules
 
 if TYPE_CHECKING:
     from kickside_tui.demo.workload import Demo
