@@ -1,5 +1,15 @@
 """The supervised worker pool: one supervisor claims jobs and hands each to an executor."""
 
+from kickside_engine.config_sources import (
+    OPTIONS,
+    ConfigFile,
+    Option,
+    ResolvedConfig,
+    find_config_file,
+    load_config,
+    load_pool_config,
+    resolve_config,
+)
 from kickside_engine.logs import LOG_LEVELS, configure_logging
 from kickside_engine.runtime.app import load_registry
 from kickside_engine.runtime.config import (
@@ -13,13 +23,21 @@ from kickside_engine.runtime.reload import signal_reload
 
 __all__ = [
     "LOG_LEVELS",
+    "OPTIONS",
+    "ConfigFile",
+    "Option",
     "PoolConfig",
     "PoolFailedError",
+    "ResolvedConfig",
     "WorkerPool",
     "configure_logging",
+    "find_config_file",
+    "load_config",
+    "load_pool_config",
     "load_registry",
     "parse_duration",
     "parse_queue_leases",
     "parse_queues",
+    "resolve_config",
     "signal_reload",
 ]
