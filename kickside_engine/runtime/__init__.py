@@ -1,6 +1,7 @@
 """The supervised worker pool: one supervisor claims jobs and hands each to an executor."""
 
 from kickside_engine.config_sources import (
+    CONFIG_ENV,
     OPTIONS,
     ConfigFile,
     Option,
@@ -22,6 +23,7 @@ from kickside_engine.runtime.pool import PoolFailedError, WorkerPool
 from kickside_engine.runtime.reload import signal_reload
 
 __all__ = [
+    "CONFIG_ENV",
     "LOG_LEVELS",
     "OPTIONS",
     "ConfigFile",
