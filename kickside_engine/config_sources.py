@@ -162,7 +162,7 @@ def parse_log_level(raw: Any, what: str) -> str:
     level = _text(raw, what).upper()
     if level not in LOG_LEVELS:
         raise InvalidArgumentError(
-            f"{what} must be one of {', '.join(LOG_LEVELS)}, got {str(raw)[:40]!r}"
+            f"log level must be one of {', '.join(LOG_LEVELS)}, got {str(raw)[:40]!r} ({what})"
         )
     return level
 
@@ -336,14 +336,20 @@ def _flatten(table: Mapping[str, Any], path: Path, prefix: str) -> dict[str, Any
             values[name] = value
     for key in values:
         if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = (
-                f" (did you mean {prefix}{close[0]}?)"
-                if close
-                else f"; known keys: {', '.join(sorted(known))}"
+            raise ConfigurationError(
+                f"{path}: unknown key {prefix}{key}{_hint(key, known, prefix)}"
             )
-            raise ConfigurationError(f"{path}: unknown key {prefix}{key}{hint}")
     return values
+
+
+def _hint(key: str, known: set[str], prefix: str) -> str:
+    """`` (did you mean worker.lease?)`` for a typo or a key in the wrong table, else the
+    known keys."""
+    moved = [k for k in sorted(known) if k.rpartition(".")[2] == key.rpartition(".")[2]]
+    close = moved or difflib.get_close_matches(key, sorted(known), n=1)
+    if close:
+        return f" (did you mean {prefix}{close[0]}?)"
+    return f"; known keys: {', '.join(prefix + k for k in sorted(known))}"
 
 
 def read_config_file(path: str | Path, *, found_by: str = "search") -> ConfigFile:
