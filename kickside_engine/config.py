@@ -99,6 +99,14 @@ def resolve_database_config(
     return DatabaseConfig(url=parsed, schema=schema)
 
 
+def parse_database_url(raw: str | URL) -> URL:
+    """Check a database URL Kickside can use (``postgres://`` and no driver mean psycopg).
+
+    Raises :class:`ConfigurationError` with a one-line reason that never shows the password.
+    """
+    return _parse(raw)
+
+
 def _parse(raw: str | URL) -> URL:
     if isinstance(raw, URL):
         parsed = raw

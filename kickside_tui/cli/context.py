@@ -35,6 +35,7 @@ from kickside_engine.control import (
     resolve_job_id,
     utcnow,
 )
+from kickside_engine.runtime import ConfigFile, ResolvedConfig, find_config_file, resolve_config
 from kickside_tui.adapter import ReadOnlyError
 from kickside_tui.cli import output
 
@@ -55,7 +56,9 @@ class CliState:
     """The global options of this run, and the database opened from them on first use.
 
     ``given``: the global options given on the command line (before or after the command),
-    as against taken from the environment.
+    as against taken from the environment. ``database_url``, ``schema`` and ``read_only`` hold
+    the command line's or the environment's value; :meth:`settings` adds the configuration
+    file (``config_file``: ``--config``) and the defaults.
     """
 
     database_url: str | None = None
@@ -63,8 +66,11 @@ class CliState:
     read_only: bool = False
     json: bool = False
     wide: bool = False
+    config_file: str | None = None
     given: set[str] = field(default_factory=set)
     _db: Database | None = field(default=None, repr=False)
+    _file: ConfigFile | None = field(default=None, repr=False)
+    _file_read: bool = field(default=False, repr=False)
 
     def given_option(self, name: str, value: Any) -> None:
         """A global option given after the command: it wins over the one before."""
@@ -72,6 +78,25 @@ class CliState:
         self.given.add(name)
         if name == "wide":
             output.configure(wide=bool(value))
+
+    def file(self) -> ConfigFile | None:
+        """The configuration file (``--config``, ``KICKSIDE_CONFIG``, else found), read once."""
+        if not self._file_read:
+            self._file = find_config_file(self.config_file)
+            self._file_read = True
+        return self._file
+
+    def settings(
+        self, flags: Mapping[str, Any] | None = None, names: Sequence[str] | None = None
+    ) -> ResolvedConfig:
+        """Options ``names`` (default: all) resolved: a global option given on the command
+        line, or one of ``flags`` > ``KICKSIDE_*`` > the configuration file > the default."""
+        given = {n: getattr(self, n) for n in _TABLE_GLOBALS if n in self.given}
+        return resolve_config({**given, **(flags or {})}, file=self.file(), names=names)
+
+    def is_read_only(self) -> bool:
+        """``--read-only``, ``KICKSIDE_READ_ONLY`` or ``read_only`` in the file."""
+        return bool(self.settings(names=["read_only"]).value("read_only"))
 
     def database(self, *, create: bool = False) -> Database:
         """The database, opened on first use.
@@ -81,13 +106,20 @@ class CliState:
         never leaves an empty database behind.
         """
         if self._db is None:
-            self._db = connect_database(self.database_url, schema=self.schema, create=create)
+            where = self.settings(names=["database_url", "schema"])
+            self._db = connect_database(
+                where.value("database_url"), schema=where.value("schema"), create=create
+            )
         return self._db
 
     def close(self) -> None:
         if self._db is not None:
             self._db.dispose()
             self._db = None
+
+
+#: The global options that are entries of the option table.
+_TABLE_GLOBALS = ("database_url", "schema", "read_only")
 
 
 def state(ctx: typer.Context) -> CliState:
@@ -119,7 +151,7 @@ def writes(func: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         ctx = _context(args, kwargs)
-        if ctx is not None and state(ctx).read_only:
+        if ctx is not None and state(ctx).is_read_only():
             raise ReadOnlyError(
                 f"read-only: `{ctx.command_path}` changes the database "
                 "(run it without --read-only, with a role that may write)"

@@ -77,6 +77,7 @@ def _open(ctx: typer.Context) -> tuple[Database, bool]:
             )
         demo_database.default_path().parent.mkdir(parents=True, exist_ok=True)
         cli.database_url, cli.schema = demo_database.default_url(), None
+        cli.given |= {"database_url", "schema"}  # nor a configuration file's
         # Opened now, while KICKSIDE_SCHEMA cannot fill in the schema the file has none of.
         with _environment_without(SCHEMA_ENV):
             return cli.database(create=True), True

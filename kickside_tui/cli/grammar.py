@@ -4,9 +4,9 @@ plain help, and one error document for usage errors under ``--json``.
 :class:`KicksideGroup` is the root command's class. When Typer builds the command tree it walks
 every command below it once and:
 
-- adds the global options (``--database-url``, ``--schema``, ``--read-only``, ``--wide``) to
-  each, so ``kickside jobs --database-url URL`` works as ``kickside --database-url URL jobs``
-  does (given at both positions, the one after the command wins);
+- adds the global options (``--database-url``, ``--schema``, ``--read-only``, ``--config``,
+  ``--wide``) to each, so ``kickside jobs --database-url URL`` works as ``kickside
+  --database-url URL jobs`` does (given at both positions, the one after the command wins);
 - shows flags and repeatable options without Typer's ``<bool>`` and ``<list[str]>`` labels.
 
 Its ``main`` turns a usage error Click found (an unknown option, a missing argument) into the
@@ -23,7 +23,7 @@ import typer
 from typer import rich_utils
 from typer.core import TyperGroup, TyperOption
 
-from kickside_tui.cli import output
+from kickside_tui.cli import config, output
 from kickside_tui.cli.context import state
 
 GLOBAL_PANEL = "Global options (before or after the command)"
@@ -39,6 +39,10 @@ def _schema(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -
 
 def _read_only(ctx: typer.Context, param: typer.CallbackParam, value: bool) -> None:
     _given(ctx, param, "read_only", value)
+
+
+def _config_file(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> None:
+    _given(ctx, param, "config_file", value)
 
 
 def _wide(ctx: typer.Context, param: typer.CallbackParam, value: bool) -> None:
@@ -64,33 +68,11 @@ _template = typer.Typer(add_completion=False)
 @_template.command()
 def _global_options(
     global_database_url: Annotated[
-        str | None,
-        typer.Option(
-            "--database-url",
-            metavar="URL",
-            callback=_database_url,
-            show_default=False,
-            help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: "
-            "KICKSIDE_DATABASE_URL, else the embedded SQLite file).",
-        ),
+        str | None, config.option("database_url", callback=_database_url)
     ] = None,
-    global_schema: Annotated[
-        str | None,
-        typer.Option(
-            "--schema",
-            metavar="NAME",
-            callback=_schema,
-            help="PostgreSQL schema for Kickside's tables (default: KICKSIDE_SCHEMA).",
-        ),
-    ] = None,
-    global_read_only: Annotated[
-        bool,
-        typer.Option(
-            "--read-only",
-            callback=_read_only,
-            help="Refuse every command that would change the database.",
-        ),
-    ] = False,
+    global_schema: Annotated[str | None, config.option("schema", callback=_schema)] = None,
+    global_read_only: Annotated[bool, config.option("read_only", callback=_read_only)] = False,
+    global_config_file: Annotated[str | None, config.file_option(callback=_config_file)] = None,
     global_wide: Annotated[
         bool,
         typer.Option(

@@ -6,11 +6,11 @@ from typing import Annotated
 
 import typer
 
-from kickside_engine.config import DATABASE_URL_ENV, SCHEMA_ENV
 from kickside_tui.cli import (
     audit,
     bulk,
     capacity,
+    config,
     cron,
     demo,
     doctor,
@@ -29,7 +29,7 @@ from kickside_tui.cli import (
     stats,
     worker,
 )
-from kickside_tui.cli.context import EXIT_CODES_HELP, READ_ONLY_ENV, CliState
+from kickside_tui.cli.context import EXIT_CODES_HELP, CliState
 from kickside_tui.cli.grammar import KicksideGroup
 
 app = typer.Typer(
@@ -44,43 +44,16 @@ app = typer.Typer(
 
 #: The root's parameters, by the CliState field each sets.
 _GIVEN = {"database_url": "database_url", "schema": "schema", "read_only": "read_only",
-          "as_json": "json", "wide": "wide"}
+          "config_file": "config_file", "as_json": "json", "wide": "wide"}
 
 
 @app.callback()
 def root(
     ctx: typer.Context,
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            "--database-url",
-            metavar="URL",
-            envvar=DATABASE_URL_ENV,
-            show_envvar=True,
-            show_default=False,
-            help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB "
-            "(default: the embedded SQLite file).",
-        ),
-    ] = None,
-    schema: Annotated[
-        str | None,
-        typer.Option(
-            "--schema",
-            metavar="NAME",
-            envvar=SCHEMA_ENV,
-            show_envvar=True,
-            help="PostgreSQL schema for Kickside's tables.",
-        ),
-    ] = None,
-    read_only: Annotated[
-        bool,
-        typer.Option(
-            "--read-only",
-            envvar=READ_ONLY_ENV,
-            show_envvar=True,
-            help="Refuse every command that would change the database (for a read-only role).",
-        ),
-    ] = False,
+    database_url: Annotated[str | None, config.option("database_url", envvar=True)] = None,
+    schema: Annotated[str | None, config.option("schema", envvar=True)] = None,
+    read_only: Annotated[bool, config.option("read_only", envvar=True)] = False,
+    config_file: Annotated[str | None, config.file_option()] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -100,7 +73,7 @@ def root(
         if getattr(ctx.get_parameter_source(param), "name", None) == "COMMANDLINE"
     }
     ctx.obj = CliState(database_url=database_url, schema=schema, read_only=read_only,
-                       json=as_json, wide=wide, given=given)
+                       json=as_json, wide=wide, config_file=config_file, given=given)
     output.configure(wide=wide)
     ctx.call_on_close(ctx.obj.close)
 
@@ -133,6 +106,7 @@ app.command("stats")(stats.stats)
 app.command("prune")(prune.prune)
 app.command("audit")(audit.audit)
 app.command("doctor")(doctor.doctor)
+app.command("config")(config.config_command)
 app.command("demo")(demo.demo)
 
 
