@@ -21,9 +21,10 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.ids import parse_uuid, uuid7
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob, Job, JobState
-from kickside_engine.store.claims import DEFAULT_LEASE, claim_jobs
+from kickside_engine.store.claims import claim_jobs
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import read_job, read_states
+from kickside_engine.store.leases import DEFAULT_LEASE
 from kickside_engine.store.settle import Settlement, settle
 from kickside_engine.workers import WorkerRegistry
 

@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from kickside_engine.clock import utcnow
-from kickside_engine.store.claims import expire_leases, leases_still_held, renew_leases
 from kickside_engine.store.database import Database
+from kickside_engine.store.leases import expire_leases, leases_still_held, renew_leases
 from kickside_engine.store.reconnect import Outage, RetryDelays
 
 if TYPE_CHECKING:

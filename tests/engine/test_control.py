@@ -47,7 +47,7 @@ from kickside_engine.control import (
     state_counts,
 )
 from kickside_engine.execution import execute
-from kickside_engine.store.claims import renew_leases
+from kickside_engine.store.leases import renew_leases
 from kickside_engine.testing import drain_jobs
 
 from ..support.workers import registry
