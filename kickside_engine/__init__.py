@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         MigrationError,
         NotFoundError,
         PermissionDeniedError,
+        ReadOnlyError,
     )
     from kickside_engine.models import (
         ClaimedJob,
@@ -101,6 +102,7 @@ _EXPORTS: dict[str, str] = {
     "MigrationError": "kickside_engine.errors",
     "NotFoundError": "kickside_engine.errors",
     "PermissionDeniedError": "kickside_engine.errors",
+    "ReadOnlyError": "kickside_engine.errors",
     "ClaimedJob": "kickside_engine.models",
     "Inserted": "kickside_engine.models",
     "Job": "kickside_engine.models",
@@ -200,6 +202,7 @@ __all__ = [
     "Outcome",
     "PermissionDeniedError",
     "PurgeResult",
+    "ReadOnlyError",
     "Recurring",
     "RetryAfter",
     "Run",

@@ -23,6 +23,7 @@ from kickside_engine import (
     Database,
     InvalidArgumentError,
     KicksideError,
+    ReadOnlyError,
     connect_database,
     migrate,
 )
@@ -35,7 +36,6 @@ from kickside_engine.control import (
     resolve_job_id,
     utcnow,
 )
-from kickside_tui.adapter import ReadOnlyError
 from kickside_tui.cli import output
 
 P = ParamSpec("P")
