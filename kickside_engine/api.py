@@ -46,7 +46,7 @@ def get_job(db: Database, job_id: uuid.UUID | str, *, conn: Connection | None = 
 
 
 def _statuses(
-    conn: Connection, db: Database, ids: Iterable[uuid.UUID | str]
+    db: Database, conn: Connection, ids: Iterable[uuid.UUID | str]
 ) -> dict[uuid.UUID, JobState]:
     parsed = {p for p in (parse_uuid(i) for i in ids) if p is not None}
     if not parsed:
@@ -63,9 +63,9 @@ def get_job_statuses(
     caller's transaction (seeing its writes), neither committing nor rolling it back.
     """
     if conn is not None:
-        return _statuses(conn, db, ids)
+        return _statuses(db, conn, ids)
     with db.read() as own:
-        return _statuses(own, db, ids)
+        return _statuses(db, own, ids)
 
 
 def get_job_statuses_tx(
@@ -77,10 +77,10 @@ def get_job_statuses_tx(
     Neither commits nor rolls back that transaction.
     """
     if isinstance(db, Connection):  # the seed's order: (tx, db, ids)
-        return _statuses(db, cast(Database, ids), seed_order_ids)
+        return _statuses(cast(Database, ids), db, seed_order_ids)
     if not isinstance(seed_order_ids, Connection):
         raise InvalidArgumentError("call get_job_statuses_tx(db, ids, conn)")
-    return _statuses(seed_order_ids, db, ids)
+    return _statuses(db, seed_order_ids, ids)
 
 
 def claim(

@@ -70,7 +70,7 @@ def local_signal(db: Database) -> WakeSignal:
         return signal
 
 
-def notify_in_transaction(conn: Connection, db: Database, payload: str) -> None:
+def notify_in_transaction(db: Database, conn: Connection, payload: str) -> None:
     """On PostgreSQL, queue a NOTIFY that is delivered when ``conn``'s transaction commits."""
     if db.is_postgresql:
         conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel_name(db), "p": payload})

@@ -201,7 +201,7 @@ def record_action(
 ) -> None:
     """Record an operator action whose engine call takes no actor, in its own transaction."""
     with db.begin() as conn:
-        record_audit(conn, db, actor(), action, target_type, target, details, when)
+        record_audit(db, conn, actor(), action, target_type, target, details, when)
 
 
 def _one_line(exc: BaseException) -> str:

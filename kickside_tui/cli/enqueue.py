@@ -171,7 +171,7 @@ def enqueue_command(
         opts = builder.options
         details = {"worker": opts.worker, "queue": opts.queue, "kind": opts.kind.value,
                    "duplicate": inserted.duplicate, "state": inserted.state.value}
-        record_audit(conn, db, actor(), "enqueue", "job", str(inserted.id), details, when)
+        record_audit(db, conn, actor(), "enqueue", "job", str(inserted.id), details, when)
     document = {"id": inserted.id, "duplicate": inserted.duplicate, "state": inserted.state}
     if as_json:
         output.emit_json(document)
