@@ -1,7 +1,9 @@
-"""What applications call: read jobs, claim them under leases, and record their outcomes.
+"""What applications call: read jobs, claim them under leases, and settle their attempts.
 
 Enqueueing lives in :mod:`kickside_engine.enqueue`; slots, wakes and purges in
-:mod:`kickside_engine.slots`; the operator API in :mod:`kickside_engine.control`.
+:mod:`kickside_engine.slots`; the operator API in :mod:`kickside_engine.control`; the fenced
+settle statement that :func:`complete`, :func:`fail` and :func:`record` run in
+:mod:`kickside_engine.store.settle`.
 """
 
 from __future__ import annotations
@@ -165,7 +167,8 @@ def complete(
     park: bool = False,
     conn: Connection | None = None,
 ) -> bool:
-    """Record a successful attempt (``complete_tx`` when ``conn`` is given).
+    """Record a successful attempt: settle ``claimed`` as done, in ``conn``'s transaction when
+    given (neither committed nor rolled back there), else in a transaction of its own.
 
     For slots, ``demand_satisfied`` consumes ordinary demand received during the run and
     ``park`` parks the slot; a pending control wake still rearms it. The finish time is read
@@ -195,7 +198,8 @@ def fail(
     registry: WorkerRegistry | None = None,
     conn: Connection | None = None,
 ) -> bool:
-    """Record a failed attempt (``fail_tx`` when ``conn`` is given).
+    """Record a failed attempt: settle ``claimed`` for a retry or as discarded, in ``conn``'s
+    transaction when given (neither committed nor rolled back there), else in one of its own.
 
     ``retry_after_ms`` is a floor for the next delay that may exceed the policy's cap; an
     invalid value is rejected with :class:`InvalidArgumentError` before anything is written.

@@ -4,7 +4,7 @@ Each action runs in one transaction with its audit row, checks the state change 
 :data:`kickside_engine.models.TRANSITIONS`, and returns the job after the change. Cancelling or
 discarding an executing job takes its lease away and settles its open run: the pool running it
 finds the lease lost at its next renewal and stops the execution, and a late outcome from it is
-dropped (outcomes are fenced by the lease token). Bulk actions (:mod:`kickside_engine.control.bulk`)
+dropped (settling is fenced by the lease token). Bulk actions (:mod:`kickside_engine.control.bulk`)
 apply the very same transitions.
 """
 

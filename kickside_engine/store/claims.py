@@ -114,8 +114,9 @@ def claim_jobs(
     jobs in claim order (a keyed job among them is left for the admission path, and keeps its
     place ahead of the keyless jobs after it). With ``job_ids`` only those jobs are candidates
     (used after admission checks). ``workers``: only jobs of these workers. ``settle``
-    (PostgreSQL) records a batch of outcomes in the same statement: the supervisor's whole
-    turn in one round trip and one commit, on an autocommit connection.
+    (PostgreSQL, an :class:`~kickside_engine.store.settle.UnnestSettle`) settles a batch of
+    finished attempts in the same statement: the supervisor's whole turn in one round trip and
+    one commit, on an autocommit connection.
     """
     if limit <= 0 and settle is None:
         return []

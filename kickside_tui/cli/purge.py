@@ -2,11 +2,11 @@
 
 By default one call of the engine's purge (at most 100 runs): a conflict exits 4 with its
 details (how to continue). ``--until-done`` follows the continuation contract (the engine's
-:func:`~kickside_engine.purge.purge_until_done`): it calls again at once on ``needs_continue``,
-waits (polling, with a spinner) on ``wait_for``, and gives up with exit 4 when it would still be
-waiting ``--timeout`` seconds after it started. Output (``runs_deleted``) counts the settled runs
-deleted: by the one call, or by all of them. Either way the command leaves one audit row with
-its outcome.
+:func:`~kickside_engine.control.purge_runner.purge_until_done`): it calls again at once on
+``needs_continue``, waits (polling, with a spinner) on ``wait_for``, and gives up with exit 4
+when it would still be waiting ``--timeout`` seconds after it started. Output (``runs_deleted``)
+counts the settled runs deleted: by the one call, or by all of them. Either way the command
+leaves one audit row with its outcome.
 
 The first call marks the slot as being purged and clears its pending wakes: it runs no more,
 and the request shows in ``kickside slots``, ``job`` and ``explain`` until a later call finishes
