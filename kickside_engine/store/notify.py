@@ -48,11 +48,12 @@ class WakeSignal:
             if callback in self._subscribers:
                 self._subscribers.remove(callback)
 
-    def wait(self, seen: int, timeout: float) -> int:
-        """Wait until the generation passes ``seen`` or ``timeout`` elapses; the generation."""
+    def wait(self, seen: int, timeout_seconds: float) -> int:
+        """Wait until the generation passes ``seen`` or ``timeout_seconds`` elapse; the
+        generation."""
         with self._cond:
             if self.generation == seen:
-                self._cond.wait(timeout)
+                self._cond.wait(timeout_seconds)
             return self.generation
 
 

@@ -43,7 +43,7 @@ def _identity(namespace: str, scope: str, key: str) -> str:
 
 
 def _until_done(
-    db: Database, namespace: str, scope: str, key: str, timeout: float
+    db: Database, namespace: str, scope: str, key: str, timeout_seconds: float
 ) -> tuple[int, int, int]:
     """Purge until the slot is gone; returns (removed, runs deleted, calls).
 
@@ -71,7 +71,7 @@ def _until_done(
         try:
             done = purge_until_done(
                 db, namespace=namespace, scope=scope, key=key, actor=actor(), wait=pause,
-                timeout_seconds=timeout, poll_seconds=POLL_SECONDS, clock=now,
+                timeout_seconds=timeout_seconds, poll_seconds=POLL_SECONDS, clock=now,
                 on_progress=show,
             )
         except KeyboardInterrupt:
@@ -83,7 +83,7 @@ def _until_done(
         wait_for = step.wait_for or "settlement"
         details: dict[str, Any] = {k: v for k, v in done.details.items() if k != "outcome"}
         raise ConflictError(
-            f"slot {name}: still waiting for {wait_for} after {timeout:g}s "
+            f"slot {name}: still waiting for {wait_for} after {timeout_seconds:g}s "
             f"({step.runs_deleted} runs deleted); the purge stays pending: run purge-slot "
             "again later",
             details=details,
