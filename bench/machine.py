@@ -88,7 +88,9 @@ def versions(postgres_url: str | None) -> dict[str, str | None]:
     return found
 
 
-def _pgbench(url: str, args: list[str], *, schema: str, timeout: float) -> tuple[str, str | None]:
+def _pgbench(
+    url: str, args: list[str], *, schema: str, timeout_seconds: float
+) -> tuple[str, str | None]:
     """Run pgbench with ``args`` against ``url``, its tables in ``schema``: (stdout, error)."""
     binary = shutil.which("pgbench")
     if binary is None:
@@ -102,7 +104,7 @@ def _pgbench(url: str, args: list[str], *, schema: str, timeout: float) -> tuple
     env = {**os.environ, "PGOPTIONS": f"-c search_path={schema}"}
     if parsed.password:
         env["PGPASSWORD"] = parsed.password
-    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_seconds)
     if out.returncode != 0:
         reason = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
         return out.stdout, f"pgbench failed: {reason[0]}"
@@ -187,7 +189,7 @@ def _one_client(
             url,
             ["-n", "-c", "1", *mode, "-T", str(seconds), "-f", script.name],
             schema=schema,
-            timeout=seconds + 60,
+            timeout_seconds=seconds + 60,
         )
     finally:
         os.unlink(script.name)
@@ -272,11 +274,11 @@ def pgbench_update_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any]
     Its tables (``pgbench -i``, scale 1) go into ``schema``. Returns ``{"tps": None,
     "reason": ...}`` when pgbench is not installed or fails.
     """
-    _, error = _pgbench(url, ["-i", "-q", "-s", "1"], schema=schema, timeout=300)
+    _, error = _pgbench(url, ["-i", "-q", "-s", "1"], schema=schema, timeout_seconds=300)
     if error:
         return {"tps": None, "reason": error}
     args = ["-n", "-N", "-c", str(UPDATE_CLIENTS), "-j", "2", "-T", str(seconds)]
-    stdout, error = _pgbench(url, args, schema=schema, timeout=seconds + 60)
+    stdout, error = _pgbench(url, args, schema=schema, timeout_seconds=seconds + 60)
     tps = _tps(stdout)
     if error or tps is None:
         return {"tps": None, "reason": error or "pgbench printed no tps"}

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         MigrationError,
         NotFoundError,
         PermissionDeniedError,
+        ReadOnlyError,
     )
     from kickside_engine.models import (
         ClaimedJob,
@@ -104,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "MigrationError": "kickside_engine.errors",
     "NotFoundError": "kickside_engine.errors",
     "PermissionDeniedError": "kickside_engine.errors",
+    "ReadOnlyError": "kickside_engine.errors",
     "ClaimedJob": "kickside_engine.models",
     "Inserted": "kickside_engine.models",
     "Job": "kickside_engine.models",
@@ -206,6 +208,7 @@ __all__ = [
     "Outcome",
     "PermissionDeniedError",
     "PurgeResult",
+    "ReadOnlyError",
     "Recurring",
     "RetryAfter",
     "Run",

@@ -1,7 +1,9 @@
-"""What applications call: read jobs, claim them under leases, and record their outcomes.
+"""What applications call: read jobs, claim them under leases, and settle their attempts.
 
 Enqueueing lives in :mod:`kickside_engine.enqueue`; slots, wakes and purges in
-:mod:`kickside_engine.slots`; the operator API in :mod:`kickside_engine.control`.
+:mod:`kickside_engine.slots`; the operator API in :mod:`kickside_engine.control`; the fenced
+settle statement that :func:`complete`, :func:`fail` and :func:`record` run in
+:mod:`kickside_engine.store.settle`.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.ids import parse_uuid, uuid7
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob, Job, JobState
-from kickside_engine.store.claims import DEFAULT_LEASE, claim_jobs
+from kickside_engine.store.claims import claim_jobs
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import read_job, read_states
+from kickside_engine.store.leases import DEFAULT_LEASE
 from kickside_engine.store.settle import Settlement, settle
 from kickside_engine.workers import WorkerRegistry
 
@@ -45,7 +48,7 @@ def get_job(db: Database, job_id: uuid.UUID | str, *, conn: Connection | None = 
 
 
 def _statuses(
-    conn: Connection, db: Database, ids: Iterable[uuid.UUID | str]
+    db: Database, conn: Connection, ids: Iterable[uuid.UUID | str]
 ) -> dict[uuid.UUID, JobState]:
     parsed = {p for p in (parse_uuid(i) for i in ids) if p is not None}
     if not parsed:
@@ -62,9 +65,9 @@ def get_job_statuses(
     caller's transaction (seeing its writes), neither committing nor rolling it back.
     """
     if conn is not None:
-        return _statuses(conn, db, ids)
+        return _statuses(db, conn, ids)
     with db.read() as own:
-        return _statuses(own, db, ids)
+        return _statuses(db, own, ids)
 
 
 def get_job_statuses_tx(
@@ -76,10 +79,10 @@ def get_job_statuses_tx(
     Neither commits nor rolls back that transaction.
     """
     if isinstance(db, Connection):  # the seed's order: (tx, db, ids)
-        return _statuses(db, cast(Database, ids), seed_order_ids)
+        return _statuses(cast(Database, ids), db, seed_order_ids)
     if not isinstance(seed_order_ids, Connection):
         raise InvalidArgumentError("call get_job_statuses_tx(db, ids, conn)")
-    return _statuses(seed_order_ids, db, ids)
+    return _statuses(db, seed_order_ids, ids)
 
 
 def claim(
@@ -164,7 +167,8 @@ def complete(
     park: bool = False,
     conn: Connection | None = None,
 ) -> bool:
-    """Record a successful attempt (``complete_tx`` when ``conn`` is given).
+    """Record a successful attempt: settle ``claimed`` as done, in ``conn``'s transaction when
+    given (neither committed nor rolled back there), else in a transaction of its own.
 
     For slots, ``demand_satisfied`` consumes ordinary demand received during the run and
     ``park`` parks the slot; a pending control wake still rearms it. The finish time is read
@@ -194,7 +198,8 @@ def fail(
     registry: WorkerRegistry | None = None,
     conn: Connection | None = None,
 ) -> bool:
-    """Record a failed attempt (``fail_tx`` when ``conn`` is given).
+    """Record a failed attempt: settle ``claimed`` for a retry or as discarded, in ``conn``'s
+    transaction when given (neither committed nor rolled back there), else in one of its own.
 
     ``retry_after_ms`` is a floor for the next delay that may exceed the policy's cap; an
     invalid value is rejected with :class:`InvalidArgumentError` before anything is written.

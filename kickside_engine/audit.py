@@ -130,8 +130,8 @@ def _bounded(value: str, field: str, max_length: int) -> str:
 
 
 def record_audit(
-    conn: Connection,
     db: Database,
+    conn: Connection,
     actor: Actor,
     action: str,
     target_type: str,
@@ -142,8 +142,12 @@ def record_audit(
     """Write one audit row through ``conn`` (the transaction of the change it records).
 
     ``details`` must be JSON-like (datetimes, UUIDs and enums are converted); it and ``target``
-    are redacted before they are stored.
+    are redacted before they are stored. The database comes first, as everywhere; the order
+    this took before, ``(conn, db, ...)``, is refused with an :class:`InvalidArgumentError`
+    rather than failing deeper down.
     """
+    if isinstance(db, Connection):
+        raise InvalidArgumentError("call record_audit(db, conn, ...): the database comes first")
     entry = AuditEntry(
         id=0,
         at=ensure_aware(now, "now"),

@@ -72,7 +72,7 @@ def _enroll(
     for _ in range(_ENROLL_ATTEMPTS):
         inserted_id = insert_slot(db, conn, row)
         if inserted_id is not None:
-            notify_in_transaction(conn, db, row["queue"])
+            notify_in_transaction(db, conn, row["queue"])
             return Inserted(inserted_id, False, JobState(row["state"])), row["queue"]
         existing = lock_identity(db, conn, identity)
         if existing is None:
@@ -86,7 +86,7 @@ def _enroll(
         _refuse_demand(existing, state)
         values, new_state = wake_values(state, control=True, now=now, retry_now=False)
         move_job(db, conn, existing.id, values)
-        notify_in_transaction(conn, db, existing.queue)
+        notify_in_transaction(db, conn, existing.queue)
         return Inserted(existing.id, True, new_state), existing.queue
     raise ConflictError(
         "slot enrollment kept conflicting with a job that vanished; retry",

@@ -85,6 +85,19 @@ class PermissionDeniedError(KicksideError):
     code = "permission_denied"
 
 
+class ReadOnlyError(KicksideError):
+    """A change refused because this process was started read-only; nothing was written.
+
+    Raised before the database is touched: by the dashboard's adapter when ``kickside-tui`` runs
+    with ``--read-only`` (or ``KICKSIDE_READ_ONLY``) and an action is asked for, and by
+    ``kickside --read-only`` for a command that changes the database. Unlike
+    :class:`PermissionDeniedError`, the database was never asked (exit 2, a usage error).
+    """
+
+    exit_code = 2
+    code = "read_only"
+
+
 class MigrationError(KicksideError):
     """The database schema is at a revision this version of Kickside cannot work with."""
 

@@ -167,7 +167,7 @@ def purge_slot(
                     "runs_deleted": outcome.runs_deleted,
                 }
             )
-            record_audit(conn, db, actor, "purge_slot", "slot", "/".join(identity), details, now)
+            record_audit(db, conn, actor, "purge_slot", "slot", "/".join(identity), details, now)
     if isinstance(outcome, _Pending):
         raise ConflictError(outcome.message, details=outcome.details)
     return outcome
@@ -262,6 +262,6 @@ def withdraw_purge(
         if actor is not None:
             details = {"job_id": str(slot.id)}
             record_audit(
-                conn, db, actor, "purge_withdraw", "slot", "/".join(identity), details, now
+                db, conn, actor, "purge_withdraw", "slot", "/".join(identity), details, now
             )
     return True

@@ -195,7 +195,7 @@ def _move_slot(
         state = JobState(row.state)
         if state is target:
             unchanged = job_from_row(row)
-            _audit(conn, db, actor, action, unchanged, now, changed=False)
+            _audit(db, conn, actor, action, unchanged, now, changed=False)
             return unchanged
         if state not in allowed_from:
             raise ConflictError(
@@ -203,7 +203,7 @@ def _move_slot(
                 details={"state": state.value},
             )
         moved = _set(db, conn, parsed, {**values, "state": target.value, "updated_at": now})
-        _audit(conn, db, actor, action, moved, now)
+        _audit(db, conn, actor, action, moved, now)
         return moved
 
 
@@ -222,7 +222,7 @@ def enable_slot(
     now = ensure_aware(now, "now") if now is not None else utcnow()
     with db.begin() as conn:
         enabled, changed = enable_in_transaction(db, conn, parsed, now)
-        _audit(conn, db, actor, "enable", enabled, now, changed=changed)
+        _audit(db, conn, actor, "enable", enabled, now, changed=changed)
     if enabled.state is JobState.AVAILABLE:
         local_signal(db).wake(enabled.queue)
     return enabled
@@ -239,7 +239,7 @@ def enable_in_transaction(
     values: dict[str, Any] = {"state": JobState.PARKED.value, "attempt": 0, "updated_at": now}
     if row.demand_pending or row.control_pending:
         values.update(state=JobState.AVAILABLE.value, scheduled_at=now)
-        notify_in_transaction(conn, db, row.queue)
+        notify_in_transaction(db, conn, row.queue)
     return _set(db, conn, job_id, values), True
 
 
@@ -263,8 +263,8 @@ def park_job(
 
 
 def _audit(
-    conn: Connection,
     db: Database,
+    conn: Connection,
     actor: Actor | None,
     action: str,
     job: Job,
@@ -275,4 +275,4 @@ def _audit(
     """Audit an operator's slot action, also when it found nothing to change."""
     if actor is not None:
         details = {"state": job.state.value, "changed": changed}
-        record_audit(conn, db, actor, action, "job", str(job.id), details, now)
+        record_audit(db, conn, actor, action, "job", str(job.id), details, now)

@@ -156,11 +156,11 @@ def wake_job(
     now = ensure_aware(now, "now") if now is not None else utcnow()
     if conn is not None:
         result, queue = _wake(db, conn, parsed, control=control, ensure_due=ensure_due, now=now)
-        _audit_wake(conn, db, actor, result, control, ensure_due, now)
+        _audit_wake(db, conn, actor, result, control, ensure_due, now)
     else:
         with db.begin() as own:
             result, queue = _wake(db, own, parsed, control=control, ensure_due=ensure_due, now=now)
-            _audit_wake(own, db, actor, result, control, ensure_due, now)
+            _audit_wake(db, own, actor, result, control, ensure_due, now)
     local_signal(db).wake(queue)
     return result
 
@@ -189,7 +189,7 @@ def _wake(
             "withdraw the purge first to keep it",
             details={"state": state.value, "purge_pending": True},
         )
-    notify_in_transaction(conn, db, row.queue)
+    notify_in_transaction(db, conn, row.queue)
     if ensure_due and _already_due(state, row.scheduled_at, now):
         return WakeResult(job_id, state, woke=False, already_due=True), row.queue
     values, new_state = wake_values(state, control=control, now=now, retry_now=control)
@@ -246,7 +246,7 @@ def wake_multi(
     )
     now = ensure_aware(now, "now") if now is not None else utcnow()
     for key in wanted:
-        notify_in_transaction(conn, db, key.payload())
+        notify_in_transaction(db, conn, key.payload())
     candidates = ids_with_identities(db, conn, wanted)
     if not candidates:
         return WakeMultiResult(woken=[], missing=wanted, locked=0)
@@ -269,7 +269,7 @@ def wake_multi(
             to_wake.append(row.id)
     queues = add_demand(db, conn, to_wake, made_due=_MADE_DUE, now=now)
     for queue in sorted(queues):
-        notify_in_transaction(conn, db, queue)
+        notify_in_transaction(db, conn, queue)
     return WakeMultiResult(
         woken=to_wake, missing=[k for k in wanted if k not in found], locked=len(locked)
     )
@@ -295,7 +295,7 @@ def nudge_workers(db: Database, *, now: datetime | None = None) -> int:
     try:
         if db.is_postgresql:
             with db.begin() as conn:
-                notify_in_transaction(conn, db, "nudge")
+                notify_in_transaction(db, conn, "nudge")
                 live = live_pools(db, conn, now)
         else:
             with db.read() as conn:
@@ -308,8 +308,8 @@ def nudge_workers(db: Database, *, now: datetime | None = None) -> int:
 
 
 def _audit_wake(
-    conn: Connection,
     db: Database,
+    conn: Connection,
     actor: Actor | None,
     result: WakeResult,
     control: bool,
@@ -323,4 +323,4 @@ def _audit_wake(
             "already_due": result.already_due,
             "state": result.state.value,
         }
-        record_audit(conn, db, actor, "wake", "job", str(result.job_id), details, now)
+        record_audit(db, conn, actor, "wake", "job", str(result.job_id), details, now)

@@ -4,7 +4,9 @@ Screens never import the engine's modules for data; they call an :class:`Adapter
 threads and render the dataclasses it returns. A rendering test can hand the app a subclass
 with canned answers. Every read takes ``now`` (from :attr:`Adapter.clock`, which tests pin), and
 every action runs as :attr:`Adapter.actor` and leaves an audit row. A read-only adapter refuses
-every action with :class:`ReadOnlyError` before it reaches the database.
+every action with :class:`~kickside_engine.errors.ReadOnlyError` (imported here from the engine,
+where it lives; ``kickside_tui.adapter.ReadOnlyError`` still names it) before it reaches the
+database.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kickside_engine import (
     listen,
     migrate,
 )
+from kickside_engine import ReadOnlyError as ReadOnlyError  # its old home re-exports it
 from kickside_engine.control import (
     SCAN_LIMIT,
     Actor,
@@ -91,13 +94,6 @@ PURGE_POLL_SECONDS = 1.0
 JOB_AUDIT_LIMIT = 20
 #: The Jobs view counts matches up to this many (a count of millions costs a scan).
 COUNT_LIMIT = 100_000
-
-
-class ReadOnlyError(KicksideError):
-    """The dashboard runs read-only: actions are disabled."""
-
-    exit_code = 2
-    code = "read_only"
 
 
 @dataclass(frozen=True)

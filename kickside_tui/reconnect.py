@@ -29,8 +29,8 @@ RECONNECT_JITTER = 0.2
 class Reconnect:
     """The dashboard's retry schedule while its loads fail (the app holds one).
 
-    ``delays`` lists every delay scheduled since the last load that worked, so a test can check
-    the schedule without timing it.
+    ``delays_seconds`` lists every delay scheduled since the last load that worked, so a test
+    can check the schedule without timing it.
     """
 
     cap_seconds: float = RECONNECT_CAP_SECONDS
@@ -40,7 +40,7 @@ class Reconnect:
     failures: int = 0
     #: ``time.monotonic()`` of the next try, None while loads work.
     retry_at: float | None = None
-    delays: list[float] = field(default_factory=list)
+    delays_seconds: list[float] = field(default_factory=list)
     #: The scheduled try has begun: its failure schedules the next one.
     due: bool = False
 
@@ -59,9 +59,9 @@ class Reconnect:
         if self.retry_at is not None and not self.due:
             return None
         self.due = False
-        nominal = backoff_seconds(len(self.delays) + 1, base_seconds, self.cap_seconds)
+        nominal = backoff_seconds(len(self.delays_seconds) + 1, base_seconds, self.cap_seconds)
         delay = jittered(nominal, self.jitter, self.rng)
-        self.delays.append(delay)
+        self.delays_seconds.append(delay)
         self.retry_at = time.monotonic() + delay
         return delay
 
@@ -74,7 +74,7 @@ class Reconnect:
         self.failures = 0
         self.retry_at = None
         self.due = False
-        self.delays.clear()
+        self.delays_seconds.clear()
 
     def remaining(self) -> float:
         """Seconds until the scheduled try (0 when it is due, or none is scheduled)."""

@@ -210,7 +210,8 @@ UI_DOORS = frozenset(
     }
 )
 #: What ``store/`` may import besides itself: modules that import nothing of the engine above
-#: them (the vocabulary, errors, clock, ids, text checks, redaction, the database URL).
+#: them (the vocabulary, errors, clock, ids, text checks, redaction, the database URL). The
+#: modules of the ``redact`` package count as ``redact`` (:func:`_is_foundation`).
 STORE_FOUNDATION = frozenset(
     {
         "kickside_engine.clock",
@@ -264,11 +265,29 @@ def test_the_tui_and_cli_reach_the_engine_only_through_its_doors() -> None:
     assert offenders == [], "\n".join(offenders)
 
 
+def _is_foundation(module: str) -> bool:
+    return module in STORE_FOUNDATION or module.startswith("kickside_engine.redact.")
+
+
 def test_the_store_imports_nothing_above_it() -> None:
     offenders = []
     for path in sorted((ROOT / "kickside_engine" / "store").rglob("*.py")):
         for line, module, _names in _engine_imports(path):
-            if not module.startswith("kickside_engine.store") and module not in STORE_FOUNDATION:
+            if not module.startswith("kickside_engine.store") and not _is_foundation(module):
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert offenders == [], "\n".join(offenders)
+
+
+REDACT_MAY_IMPORT = frozenset({"kickside_engine.errors", "kickside_engine.redact"})
+
+
+def test_redaction_imports_only_the_errors() -> None:
+    """Every layer redacts, the store and the configuration included: ``redact`` (a package)
+    may import only its own modules and the errors, never anything that imports it back."""
+    offenders = []
+    for path in sorted((ROOT / "kickside_engine" / "redact").rglob("*.py")):
+        for line, module, _names in _engine_imports(path):
+            if module not in REDACT_MAY_IMPORT and not module.startswith("kickside_engine.redact."):
                 offenders.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     assert offenders == [], "\n".join(offenders)
 

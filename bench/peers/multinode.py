@@ -65,7 +65,7 @@ def multi_node(
             started = time.monotonic()
             finished = wait_until(
                 lambda: peer.completed() >= n,
-                timeout=max(120.0, n / 20),
+                timeout_seconds=max(120.0, n / 20),
                 what=f"completions with {count} workers",
             )
             cpu, pg_after = _cpu(workers) - cpu_before, pg.seconds()

@@ -111,12 +111,12 @@ def _round(value: float) -> float:
     return round(value, 4) if abs(value) < 100 else round(value, 1)
 
 
-def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> float:
+def wait_until(condition: Callable[[], bool], *, timeout_seconds: float, what: str) -> float:
     """Poll until ``condition`` holds; the monotonic time it was seen (TimeoutError after)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout_seconds
     while not condition():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise TimeoutError(f"timed out after {timeout_seconds:.0f}s waiting for {what}")
         time.sleep(POLL_S)
     return time.monotonic()
 
@@ -216,7 +216,9 @@ def drain(peer: Peer, worker: WorkerProcess, n: int) -> dict[str, Any]:
             peer.bulk_enqueue(n)
             started = time.monotonic()
             finished = wait_until(
-                lambda: peer.completed() >= n, timeout=max(120.0, n / 20), what="completions"
+                lambda: peer.completed() >= n,
+                timeout_seconds=max(120.0, n / 20),
+                what="completions",
             )
             runs.append({"seconds": finished - started, "jobs_per_s": n / (finished - started)})
     return result(
@@ -243,7 +245,7 @@ def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str
             pause = origin + (i + 1) * INTERVAL_S - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-        wait_until(lambda: len(read_stamps(stamps)) >= n, timeout=60, what="started jobs")
+        wait_until(lambda: len(read_stamps(stamps)) >= n, timeout_seconds=60, what="started jobs")
     first: dict[str, int] = {}
     for job_id, mono_ns in read_stamps(stamps):
         first.setdefault(job_id, mono_ns)

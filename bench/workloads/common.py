@@ -95,19 +95,23 @@ def median(values: Sequence[float]) -> float:
 
 
 def wait_until(
-    condition: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.05
+    condition: Callable[[], bool],
+    *,
+    timeout_seconds: float,
+    what: str,
+    interval_seconds: float = 0.05,
 ) -> float:
     """Poll ``condition`` until true; returns the monotonic time it was seen true.
 
-    Raises ``TimeoutError`` naming ``what`` after ``timeout`` seconds.
+    Raises ``TimeoutError`` naming ``what`` after ``timeout_seconds``.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout_seconds
     while True:
         if condition():
             return time.monotonic()
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+            raise TimeoutError(f"timed out after {timeout_seconds:.0f}s waiting for {what}")
+        time.sleep(interval_seconds)
 
 
 def state_counts(db: Database) -> dict[str, int]:

@@ -46,9 +46,9 @@ def drain(ctx: Context) -> Measurement:
                 started = time.monotonic()
                 finished = wait_until(
                     lambda: completed_count(db) >= n,
-                    timeout=max(120.0, n / 20),
+                    timeout_seconds=max(120.0, n / 20),
                     what=f"{n} completed jobs",
-                    interval=POLL_S,
+                    interval_seconds=POLL_S,
                 )
                 seconds = finished - started
                 cpu = pool.cpu_seconds() - cpu_before

@@ -114,7 +114,7 @@ def copy_rows(db: Database, rows: list[dict[str, Any]]) -> None:
     """Load prebuilt job rows with one COPY, the way ``enqueue_many`` streams them, and notify."""
     with db.begin() as conn:
         _copy_rows(db, conn, rows)
-        notify_in_transaction(conn, db, "default")
+        notify_in_transaction(db, conn, "default")
 
 
 def bulk_enqueue_copy(ctx: Context) -> Measurement:

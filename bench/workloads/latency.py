@@ -85,7 +85,9 @@ def _measure(
             pause = origin + (i + 1) * INTERVAL_S - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-        wait_until(lambda: len(_stamps(stamps_file)) >= n, timeout=60, what=f"{n} started jobs")
+        wait_until(
+            lambda: len(_stamps(stamps_file)) >= n, timeout_seconds=60, what=f"{n} started jobs"
+        )
     first_start: dict[str, tuple[int, int]] = {}
     for job_id, mono_ns, wall_ns in _stamps(stamps_file):
         first_start.setdefault(job_id, (mono_ns, wall_ns))

@@ -94,9 +94,9 @@ def _drain_once(
     started = time.monotonic()
     finished = wait_until(
         lambda: completed_count(db) >= n,
-        timeout=max(120.0, n / 20),
+        timeout_seconds=max(120.0, n / 20),
         what=f"{n} completed jobs with {len(pools)} pools",
-        interval=POLL_S,
+        interval_seconds=POLL_S,
     )
     pool_cpu = sum(p.cpu_seconds() for p in pools) - pool_before
     pg_after = pg.seconds()

@@ -32,19 +32,19 @@ def executors_ready(pool: WorkerPool) -> bool:
 
 
 def wait_ready(
-    pool: WorkerPool, *, alive: Callable[[], bool], timeout: float = READY_TIMEOUT_S
+    pool: WorkerPool, *, alive: Callable[[], bool], timeout_seconds: float = READY_TIMEOUT_S
 ) -> None:
-    """Wait until :func:`executors_ready`; raise ``TimeoutError`` after ``timeout`` seconds.
+    """Wait until :func:`executors_ready`; raise ``TimeoutError`` after ``timeout_seconds``.
 
     ``alive`` tells whether the pool's thread still runs: a pool that died while starting
     fails at once instead of after the timeout.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout_seconds
     while not executors_ready(pool):
         if not alive():
             raise RuntimeError("the pool stopped while starting (see its log)")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the pool's executors were not ready after {timeout:.0f}s")
+            raise TimeoutError(f"the pool's executors were not ready after {timeout_seconds:.0f}s")
         time.sleep(0.02)
 
 

@@ -85,11 +85,11 @@ class PoolProcess:
         assert self.proc is not None
         return process_tree_cpu_seconds(self.proc.pid)
 
-    def _readline(self, timeout: float) -> str:
+    def _readline(self, timeout_seconds: float) -> str:
         assert self.proc is not None and self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_seconds)
         if not ready:
-            raise TimeoutError(f"no answer from the pool process after {timeout:.0f}s")
+            raise TimeoutError(f"no answer from the pool process after {timeout_seconds:.0f}s")
         return self.proc.stdout.readline()
 
     def _kill(self) -> None:

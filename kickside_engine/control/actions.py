@@ -4,7 +4,7 @@ Each action runs in one transaction with its audit row, checks the state change 
 :data:`kickside_engine.models.TRANSITIONS`, and returns the job after the change. Cancelling or
 discarding an executing job takes its lease away and settles its open run: the pool running it
 finds the lease lost at its next renewal and stops the execution, and a late outcome from it is
-dropped (outcomes are fenced by the lease token). Bulk actions (:mod:`kickside_engine.control.bulk`)
+dropped (settling is fenced by the lease token). Bulk actions (:mod:`kickside_engine.control.bulk`)
 apply the very same transitions.
 """
 
@@ -101,7 +101,7 @@ def check_action(job: Job, action: str) -> None:
 
 
 def apply_job_action(
-    conn: Connection, db: Database, job: Job, action: str, actor: Actor, now: datetime
+    db: Database, conn: Connection, job: Job, action: str, actor: Actor, now: datetime
 ) -> Job | None:
     """Apply a checked ``action`` to ``job`` as read in this transaction; no audit row.
 
@@ -140,13 +140,13 @@ def apply_job_action(
             error=redact_text(f"{target.value} by {actor}"),
         )
         # Pools on PostgreSQL stop the execution at once; others at their next lease renewal.
-        notify_in_transaction(conn, db, f"cancel:{job.id}")
+        notify_in_transaction(db, conn, f"cancel:{job.id}")
     if target is JobState.AVAILABLE:
-        notify_in_transaction(conn, db, job.queue)
+        notify_in_transaction(db, conn, job.queue)
     return moved
 
 
-def locked_job(conn: Connection, db: Database, job_id: uuid.UUID) -> Job:
+def locked_job(db: Database, conn: Connection, job_id: uuid.UUID) -> Job:
     """Read a job for update in this transaction; NotFoundError when it does not exist."""
     row = lock_job(db, conn, job_id)
     if row is None:
@@ -173,16 +173,16 @@ def _job_action(
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
     with db.begin() as conn:
-        current = locked_job(conn, db, parsed)
+        current = locked_job(db, conn, parsed)
         check_action(current, action)
-        changed = apply_job_action(conn, db, current, action, actor, now)
+        changed = apply_job_action(db, conn, current, action, actor, now)
         if changed is None:
             raise ConflictError(
                 f"job {parsed} changed during {action}; look again",
                 details={"state": current.state.value, "action": action, "job_id": str(parsed)},
             )
         details = _audit_details(current, changed)
-        record_audit(conn, db, actor, action, "job", str(parsed), details, now)
+        record_audit(db, conn, actor, action, "job", str(parsed), details, now)
     if changed.state is JobState.AVAILABLE:
         local_signal(db).wake(changed.queue)
     return changed
@@ -220,7 +220,7 @@ def resume_job(
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
     with db.begin() as conn:
-        current = locked_job(conn, db, parsed)
+        current = locked_job(db, conn, parsed)
         if expected_state is not None and current.state is not expected_state:
             raise ConflictError(
                 f"job {parsed} is now {current.state.value}, no longer "
@@ -235,11 +235,11 @@ def resume_job(
         elif current.kind is JobKind.SLOT and current.state is JobState.PARKED:
             via = "wake"
             wake_job(db, parsed, conn=conn, now=now)  # unaudited: this row records it
-            resumed = locked_job(conn, db, parsed)
+            resumed = locked_job(db, conn, parsed)
         else:
             via = "retry"
             check_action(current, "retry")
-            resumed = apply_job_action(conn, db, current, "retry", actor, now)
+            resumed = apply_job_action(db, conn, current, "retry", actor, now)
             if resumed is None:
                 raise ConflictError(
                     f"job {parsed} changed during resume; look again",
@@ -247,7 +247,7 @@ def resume_job(
                              "job_id": str(parsed)},
                 )
         details = {**_audit_details(current, resumed), "via": via}
-        record_audit(conn, db, actor, "resume", "job", str(parsed), details, now)
+        record_audit(db, conn, actor, "resume", "job", str(parsed), details, now)
     if resumed.state is JobState.AVAILABLE:
         local_signal(db).wake(resumed.queue)
     return resumed
@@ -272,7 +272,7 @@ def delete_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetim
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
     with db.begin() as conn:
-        current = locked_job(conn, db, parsed)
+        current = locked_job(db, conn, parsed)
         if current.state is JobState.EXECUTING:
             raise ConflictError(
                 f"cannot delete job {parsed}: it is executing (cancel it first)",
@@ -282,5 +282,5 @@ def delete_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetim
         # foreign keys off.
         delete_job_row(db, conn, parsed)
         details = _audit_details(current, None)
-        record_audit(conn, db, actor, "delete", "job", str(parsed), details, now)
+        record_audit(db, conn, actor, "delete", "job", str(parsed), details, now)
     return current

@@ -258,7 +258,7 @@ def bulk_apply(
                     continue
                 if action == "retry" and retry_refusal(current) is not None:
                     continue
-                after = apply_job_action(conn, db, current, action, actor, now)
+                after = apply_job_action(db, conn, current, action, actor, now)
                 if after is not None:
                     done.append(str(after.id))
                     if after.state is JobState.AVAILABLE:
@@ -273,7 +273,7 @@ def bulk_apply(
                 "moved_on": len(chunk) - len(done),
             }
             target = _audit_target(preview.flt)
-            record_audit(conn, db, actor, f"bulk_{action}", "jobs", target, details, now)
+            record_audit(db, conn, actor, f"bulk_{action}", "jobs", target, details, now)
         signal = local_signal(db)
         for queue in sorted(woken):
             signal.wake(queue)

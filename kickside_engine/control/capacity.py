@@ -96,7 +96,7 @@ def capacity_groups(db: Database, now: datetime) -> list[CapacityGroupInfo]:
                 .limit(1)
             ).scalar_one()
             declaration = (meta or {}).get("capacity") or {}
-            limits = read_group_limits(conn, db, declaration)
+            limits = read_group_limits(db, conn, declaration)
             per_key: Counter[str] = Counter(
                 dict(
                     conn.execute(
@@ -147,7 +147,7 @@ def capacity_groups(db: Database, now: datetime) -> list[CapacityGroupInfo]:
     return infos
 
 
-def _namespaces(conn: Connection, db: Database) -> list[str]:
+def _namespaces(db: Database, conn: Connection) -> list[str]:
     job, setting = db.tables.job, db.tables.setting
     found = set(conn.execute(select(setting.c.namespace).distinct()).scalars())
     groups = conn.execute(
@@ -168,7 +168,7 @@ def _namespaces(conn: Connection, db: Database) -> list[str]:
 def capacity_namespaces(db: Database) -> list[str]:
     """The settings namespaces of capacity groups: declared by a job, or holding settings."""
     with db.read() as conn:
-        return _namespaces(conn, db)
+        return _namespaces(db, conn)
 
 
 def stops_work(global_limit: int, per_key_limit: int) -> bool:
@@ -202,7 +202,7 @@ def set_capacity(
     check_setting_name(namespace, "namespace")
     with db.begin() as conn:
         if not create:
-            known = _namespaces(conn, db)
+            known = _namespaces(db, conn)
             if namespace not in known:
                 raise NotFoundError(
                     f"capacity namespace {namespace[:80]!r} not found: no job declares it and "
@@ -222,8 +222,8 @@ def set_capacity(
             now=now,
         )
         record_audit(
-            conn,
             db,
+            conn,
             actor,
             "capacity_set",
             "settings",

@@ -72,8 +72,8 @@ class StateCounts:
 
 
 def read_state_counts(
-    conn: Connection,
     db: Database,
+    conn: Connection,
     queue: str | None = None,
     *,
     exact: bool = True,
@@ -88,7 +88,7 @@ def read_state_counts(
         conn.execute(text("SET LOCAL jit = off"))
         if not exact:
             cap = EXACT_UP_TO if exact_up_to is None else exact_up_to
-            return _fast_counts(conn, db, queue, cap)
+            return _fast_counts(db, conn, queue, cap)
     job = db.tables.job
     stmt = select(job.c.queue, job.c.state, func.count()).group_by(job.c.queue, job.c.state)
     if queue is not None:
@@ -102,10 +102,10 @@ def read_state_counts(
 def state_counts(db: Database) -> dict[str, dict[JobState, int]]:
     """Jobs per queue and state, counted exactly (every state present, zero when none)."""
     with db.read() as conn:
-        return read_state_counts(conn, db).counts
+        return read_state_counts(db, conn).counts
 
 
-def _fast_counts(conn: Connection, db: Database, queue: str | None, cap: int) -> StateCounts:
+def _fast_counts(db: Database, conn: Connection, queue: str | None, cap: int) -> StateCounts:
     job = db.tables.job
     final = [s.value for s in FINAL]
     states = values(column("state", String), name="states").data([(s.value,) for s in JobState])
@@ -150,7 +150,7 @@ def _fast_counts(conn: Connection, db: Database, queue: str | None, cap: int) ->
         if member in FINAL and n > cap:
             capped.setdefault(name, set()).add(member)
     if capped:
-        estimates = _sampled_final_counts(conn, db, queue)
+        estimates = _sampled_final_counts(db, conn, queue)
         for name, members in capped.items():
             for member in members:
                 counts[name][member] = max(estimates.get((name, member), 0), cap + 1)
@@ -158,7 +158,7 @@ def _fast_counts(conn: Connection, db: Database, queue: str | None, cap: int) ->
 
 
 def _sampled_final_counts(
-    conn: Connection, db: Database, queue: str | None
+    db: Database, conn: Connection, queue: str | None
 ) -> dict[tuple[str, JobState], int]:
     """Final jobs per (queue, state), scaled up from a block sample of about SAMPLE_PAGES."""
     job = db.tables.job

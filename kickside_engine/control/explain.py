@@ -56,12 +56,12 @@ def explain(db: Database, job_id: uuid.UUID | str, *, now: datetime) -> Explanat
         if row is None:
             raise NotFoundError(f"no job {parsed}")
         job = job_from_row(row)
-        reasons = _reasons(conn, db, job, now)
+        reasons = _reasons(db, conn, job, now)
     return Explanation(job.id, job.state, reasons)
 
 
-def _reasons(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
-    return _purge_pending(job) + _state_reasons(conn, db, job, now)
+def _reasons(db: Database, conn: Connection, job: Job, now: datetime) -> list[Reason]:
+    return _purge_pending(job) + _state_reasons(db, conn, job, now)
 
 
 def _purge_pending(job: Job) -> list[Reason]:
@@ -82,10 +82,10 @@ def _purge_pending(job: Job) -> list[Reason]:
     ]
 
 
-def _state_reasons(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
+def _state_reasons(db: Database, conn: Connection, job: Job, now: datetime) -> list[Reason]:
     state = job.state
     if state is JobState.EXECUTING:
-        return _executing(conn, db, job, now)
+        return _executing(db, conn, job, now)
     if state.is_final:
         last = job.errors[-1].error if job.errors else None
         return [
@@ -123,9 +123,9 @@ def _state_reasons(conn: Connection, db: Database, job: Job, now: datetime) -> l
                 {"scheduled_at": job.scheduled_at},
             )
         )
-    reasons += _queue_reasons(conn, db, job, now)
-    reasons += _key_reasons(conn, db, job)
-    reasons += _unknown_worker(conn, db, job, now)
+    reasons += _queue_reasons(db, conn, job, now)
+    reasons += _key_reasons(db, conn, job)
+    reasons += _unknown_worker(db, conn, job, now)
     if not reasons and state is JobState.AVAILABLE:
         ahead = conn.execute(
             select(func.count())
@@ -151,7 +151,7 @@ def _state_reasons(conn: Connection, db: Database, job: Job, now: datetime) -> l
     return reasons
 
 
-def _executing(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
+def _executing(db: Database, conn: Connection, job: Job, now: datetime) -> list[Reason]:
     node = db.tables.node
     beat = conn.execute(
         select(node.c.heartbeat_at).where(node.c.name == job.lease_owner)
@@ -184,8 +184,8 @@ def _executing(conn: Connection, db: Database, job: Job, now: datetime) -> list[
     return reasons
 
 
-def _queue_reasons(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
-    infos = queue_infos(conn, db, now, name=job.queue, exact=False)  # needs live counts only
+def _queue_reasons(db: Database, conn: Connection, job: Job, now: datetime) -> list[Reason]:
+    infos = queue_infos(db, conn, now, name=job.queue, exact=False)  # needs live counts only
     reasons = []
     info = infos[0] if infos else None
     if info is not None and info.paused:
@@ -210,7 +210,7 @@ def _queue_reasons(conn: Connection, db: Database, job: Job, now: datetime) -> l
     return reasons
 
 
-def _holders(conn: Connection, db: Database, *where: Any) -> list[str]:
+def _holders(db: Database, conn: Connection, *where: Any) -> list[str]:
     job = db.tables.job
     rows = conn.execute(
         select(job.c.id).where(job.c.state == JobState.EXECUTING.value, *where).limit(10)
@@ -218,12 +218,12 @@ def _holders(conn: Connection, db: Database, *where: Any) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def _key_reasons(conn: Connection, db: Database, job: Job) -> list[Reason]:
+def _key_reasons(db: Database, conn: Connection, job: Job) -> list[Reason]:
     t = db.tables.job
     if job.concurrency_key is None:
         return []
     if job.capacity_group is None:
-        holders = _holders(conn, db, t.c.concurrency_key == job.concurrency_key)
+        holders = _holders(db, conn, t.c.concurrency_key == job.concurrency_key)
         if holders:
             return [
                 Reason(
@@ -233,7 +233,7 @@ def _key_reasons(conn: Connection, db: Database, job: Job) -> list[Reason]:
                 )
             ]
         return []
-    limits = read_group_limits(conn, db, job.meta.get("capacity") or {})
+    limits = read_group_limits(db, conn, job.meta.get("capacity") or {})
     if limits.problem or limits.global_limit is None or limits.per_key_limit is None:
         return [
             Reason(
@@ -242,7 +242,7 @@ def _key_reasons(conn: Connection, db: Database, job: Job) -> list[Reason]:
                 {"group": job.capacity_group, "problem": limits.problem},
             )
         ]
-    group_holders = _holders(conn, db, t.c.capacity_group == job.capacity_group)
+    group_holders = _holders(db, conn, t.c.capacity_group == job.capacity_group)
     group_count = conn.execute(
         select(func.count())
         .select_from(t)
@@ -259,8 +259,8 @@ def _key_reasons(conn: Connection, db: Database, job: Job) -> list[Reason]:
             )
         )
     key_holders = _holders(
-        conn,
         db,
+        conn,
         t.c.capacity_group == job.capacity_group,
         t.c.concurrency_key == job.concurrency_key,
     )
@@ -276,10 +276,10 @@ def _key_reasons(conn: Connection, db: Database, job: Job) -> list[Reason]:
     return reasons
 
 
-def _unknown_worker(conn: Connection, db: Database, job: Job, now: datetime) -> list[Reason]:
+def _unknown_worker(db: Database, conn: Connection, job: Job, now: datetime) -> list[Reason]:
     """Whether every live node running the job's queue lacks its worker: pools never claim a
     job they cannot run (it waits, unharmed, for a pool that has the worker)."""
-    running = [n for n in live_nodes(conn, db, now) if job.queue in n.queues]
+    running = [n for n in live_nodes(db, conn, now) if job.queue in n.queues]
     if not running or any(n.serves(job.queue, job.worker) is not False for n in running):
         return []
     described = ", ".join(

@@ -225,7 +225,7 @@ def overview(db: Database, now: datetime, *, exact: bool = True) -> Overview:
     job = db.tables.job
     run = db.tables.job_run
     with db.read() as conn:
-        infos = queue_infos(conn, db, now, exact=exact)
+        infos = queue_infos(db, conn, now, exact=exact)
         last_minute = conn.execute(
             select(
                 func.sum(func.cast(run.c.outcome == RunOutcome.COMPLETED.value, Integer)),

@@ -183,7 +183,7 @@ def _audit_command(
     database that failed the purge likely fails this too, and must not hide why)."""
     try:
         with db.begin() as conn:
-            record_audit(conn, db, actor, "purge_slot", "slot", "/".join(identity), details, now)
+            record_audit(db, conn, actor, "purge_slot", "slot", "/".join(identity), details, now)
     except Exception:
         if not quiet:
             raise

@@ -370,7 +370,7 @@ def parse_job_id(job_id: uuid.UUID | str) -> uuid.UUID:
     return require_uuid(job_id, "job id")
 
 
-def read_runs(conn: Connection, db: Database, job_id: uuid.UUID) -> list[Run]:
+def read_runs(db: Database, conn: Connection, job_id: uuid.UUID) -> list[Run]:
     """A job's runs, oldest first, through ``conn``."""
     run = db.tables.job_run
     rows = conn.execute(select(run).where(run.c.job_id == job_id).order_by(run.c.id))
@@ -388,4 +388,4 @@ def job_detail(db: Database, job_id: uuid.UUID | str) -> JobDetail:
         row = conn.execute(select(job).where(job.c.id == parsed)).one_or_none()
         if row is None:
             raise NotFoundError(f"job {parsed} not found")
-        return JobDetail(job_from_row(row), read_runs(conn, db, parsed))
+        return JobDetail(job_from_row(row), read_runs(db, conn, parsed))

@@ -112,7 +112,7 @@ def _node_queues(value: Any) -> dict[str, int]:
     return {}
 
 
-def _nodes(conn: Connection, db: Database, now: datetime, *, live_only: bool) -> list[NodeInfo]:
+def _nodes(db: Database, conn: Connection, now: datetime, *, live_only: bool) -> list[NodeInfo]:
     node = db.tables.node
     stmt = select(node).order_by(node.c.name)
     if live_only:
@@ -145,9 +145,9 @@ def _node_workers(value: Any) -> tuple[str, ...] | None:
     return tuple(sorted(str(name) for name in value))
 
 
-def live_nodes(conn: Connection, db: Database, now: datetime) -> list[NodeInfo]:
+def live_nodes(db: Database, conn: Connection, now: datetime) -> list[NodeInfo]:
     """The nodes whose heartbeat is fresh at ``now``, through ``conn``."""
-    return _nodes(conn, db, now, live_only=True)
+    return _nodes(db, conn, now, live_only=True)
 
 
 def unserved_workers(db: Database, now: datetime) -> list[UnservedWorker]:
@@ -159,7 +159,7 @@ def unserved_workers(db: Database, now: datetime) -> list[UnservedWorker]:
     now = ensure_aware(now, "now")
     job = db.tables.job
     with db.read() as conn:
-        nodes = live_nodes(conn, db, now)
+        nodes = live_nodes(db, conn, now)
         rows = conn.execute(
             select(job.c.queue, job.c.worker, func.count())
             .where(job.c.state == JobState.AVAILABLE.value, job.c.scheduled_at <= now)
@@ -178,12 +178,12 @@ def list_nodes(db: Database, now: datetime) -> list[NodeInfo]:
     """Every registered node, by name, with its heartbeat age at ``now`` and stale flag."""
     now = ensure_aware(now, "now")
     with db.read() as conn:
-        return _nodes(conn, db, now, live_only=False)
+        return _nodes(db, conn, now, live_only=False)
 
 
 def queue_infos(
-    conn: Connection,
     db: Database,
+    conn: Connection,
     now: datetime,
     *,
     name: str | None = None,
@@ -194,14 +194,14 @@ def queue_infos(
     With ``exact=False``, large counts of final states may be estimates (fast at any size).
     """
     queue = db.tables.queue
-    found = read_state_counts(conn, db, name, exact=exact)
+    found = read_state_counts(db, conn, name, exact=exact)
     counts = found.counts
     stmt = select(queue)
     if name is not None:
         stmt = stmt.where(queue.c.name == name)
     rows = {r.name: r for r in conn.execute(stmt)}
     running: dict[str, list[QueueNode]] = {}
-    for node in _nodes(conn, db, now, live_only=True):
+    for node in _nodes(db, conn, now, live_only=True):
         for queue_name, concurrency in node.queues.items():
             running.setdefault(queue_name, []).append(QueueNode(node.name, concurrency))
     names = set(counts) | set(rows)
@@ -235,7 +235,7 @@ def list_queues(db: Database, now: datetime, *, exact: bool = True) -> list[Queu
     """
     now = ensure_aware(now, "now")
     with db.read() as conn:
-        return queue_infos(conn, db, now, exact=exact)
+        return queue_infos(db, conn, now, exact=exact)
 
 
 def list_runs(db: Database, job_id: uuid.UUID | str) -> list[Run]:
@@ -245,7 +245,7 @@ def list_runs(db: Database, job_id: uuid.UUID | str) -> list[Run]:
     except ValueError:
         return []
     with db.read() as conn:
-        return read_runs(conn, db, parsed)
+        return read_runs(db, conn, parsed)
 
 
 def open_runs(db: Database, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Run]:
@@ -260,9 +260,9 @@ def open_runs(db: Database, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Run
         return {r.job_id: r for r in (run_from_row(row) for row in rows)}
 
 
-def _unknown_queue(conn: Connection, db: Database, name: str, now: datetime) -> NotFoundError:
-    known = {q.name for q in queue_infos(conn, db, now, exact=False)}
-    known |= {q for n in live_nodes(conn, db, now) for q in n.queues}
+def _unknown_queue(db: Database, conn: Connection, name: str, now: datetime) -> NotFoundError:
+    known = {q.name for q in queue_infos(db, conn, now, exact=False)}
+    known |= {q for n in live_nodes(db, conn, now) for q in n.queues}
     names = sorted(known)
     return NotFoundError(
         f"queue {name!r} not found: no jobs, no pause and no live node use that name "
@@ -280,9 +280,9 @@ def find_queue(db: Database, name: str, now: datetime) -> QueueInfo:
     validate_name(name, "queue", max_length=128)
     now = ensure_aware(now, "now")
     with db.read() as conn:
-        found = queue_infos(conn, db, now, name=name)
+        found = queue_infos(db, conn, now, name=name)
         if not found:
-            raise _unknown_queue(conn, db, name, now)
+            raise _unknown_queue(db, conn, name, now)
     return found[0]
 
 
@@ -302,8 +302,8 @@ def _set_paused(
         row = conn.execute(
             select(queue).where(queue.c.name == name).with_for_update()
         ).one_or_none()
-        if row is None and not create and not queue_infos(conn, db, now, name=name):
-            raise _unknown_queue(conn, db, name, now)  # a typo must not pause a new queue
+        if row is None and not create and not queue_infos(db, conn, now, name=name):
+            raise _unknown_queue(db, conn, name, now)  # a typo must not pause a new queue
         changed = bool(row.paused) != paused if row is not None else paused
         if row is None:
             conn.execute(
@@ -315,12 +315,12 @@ def _set_paused(
             # Pausing a paused queue keeps who paused it first, and when.
             conn.execute(update(queue).where(queue.c.name == name).values(**values))
         if not paused:
-            notify_in_transaction(conn, db, name)
+            notify_in_transaction(db, conn, name)
         record_audit(
-            conn, db, actor, "pause" if paused else "resume", "queue", name,
+            db, conn, actor, "pause" if paused else "resume", "queue", name,
             {"paused": paused, "changed": changed}, now,
         )
-        (info,) = queue_infos(conn, db, now, name=name)
+        (info,) = queue_infos(db, conn, now, name=name)
     if not paused:
         local_signal(db).wake(name)
     return info

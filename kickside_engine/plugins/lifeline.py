@@ -71,7 +71,7 @@ def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> Rescue
             if not discard:
                 queues.add(row.queue)
         for queue in sorted(queues):
-            notify_in_transaction(conn, db, queue)
+            notify_in_transaction(db, conn, queue)
     if rescued or discarded:
         log.warning(
             "rescued %d jobs with expired leases (%d discarded)",

@@ -19,7 +19,8 @@ from kickside_engine.plugins.lifeline import RescueResult, rescue_expired
 from kickside_engine.plugins.pruner import DEFAULT_MAX_AGE, prune, prune_recurring_executions
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_text
-from kickside_engine.store.database import Database, unavailable_reason
+from kickside_engine.store.database import Database
+from kickside_engine.store.driver_errors import unavailable_reason
 
 log = logging.getLogger("kickside.plugins")
 T = TypeVar("T")
@@ -57,7 +58,7 @@ class PluginSet:
 
         An exception in one plugin is logged at error level and recorded in the report; the
         others still run. A database that cannot be reached (see
-        :func:`~kickside_engine.store.database.unavailable_reason`) ends the tick instead: the
+        :func:`~kickside_engine.store.driver_errors.unavailable_reason`) ends the tick instead: the
         exception propagates, unlogged, for the caller to back off (the next plugins could not
         reach the database either, and one line per plugin per tick would flood the log).
         """

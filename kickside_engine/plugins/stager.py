@@ -19,7 +19,7 @@ def stage(db: Database, now: datetime, *, batch: int = BATCH) -> int:
         staged = stage_due(db, conn, now, batch)
         queues = sorted(set(staged))
         for queue in queues:
-            notify_in_transaction(conn, db, queue)
+            notify_in_transaction(db, conn, queue)
     if staged:
         log.debug("staged jobs", extra={"plugin": "stager", "count": len(staged)})
         signal = local_signal(db)

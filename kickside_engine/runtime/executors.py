@@ -172,7 +172,7 @@ class Executor:
     def alive(self) -> bool:
         raise NotImplementedError
 
-    def join(self, timeout: float) -> None:
+    def join(self, timeout_seconds: float) -> None:
         raise NotImplementedError
 
 
@@ -209,8 +209,8 @@ class ProcessExecutor(Executor):
     def alive(self) -> bool:
         return self.process.is_alive()
 
-    def join(self, timeout: float) -> None:
-        self.process.join(timeout)
+    def join(self, timeout_seconds: float) -> None:
+        self.process.join(timeout_seconds)
         if self.process.is_alive():
             self.kill()
         with contextlib.suppress(OSError):
@@ -253,7 +253,7 @@ class ThreadExecutor(Executor):
     def alive(self) -> bool:
         return self.thread.is_alive()
 
-    def join(self, timeout: float) -> None:
-        self.thread.join(timeout)
+    def join(self, timeout_seconds: float) -> None:
+        self.thread.join(timeout_seconds)
         with contextlib.suppress(OSError):
             self.conn.close()

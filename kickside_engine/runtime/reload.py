@@ -24,5 +24,5 @@ def signal_reload(db: Database) -> int:
             count += 1
     if db.is_postgresql:
         with db.begin() as conn:
-            notify_in_transaction(conn, db, "reload")
+            notify_in_transaction(db, conn, "reload")
     return count

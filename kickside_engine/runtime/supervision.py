@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from kickside_engine.clock import utcnow
-from kickside_engine.store.claims import expire_leases, leases_still_held, renew_leases
 from kickside_engine.store.database import Database
+from kickside_engine.store.leases import expire_leases, leases_still_held, renew_leases
 from kickside_engine.store.reconnect import Outage, RetryDelays
 
 if TYPE_CHECKING:
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kickside.pool")
 plugin_log = logging.getLogger("kickside.plugins")
-CHECK_INTERVAL = 1.0
+#: How often, in seconds, the lease keeper checks its leases against their renewal times.
+CHECK_INTERVAL_SECONDS = 1.0
 #: How often the plugins run while the database is there.
 TICK_SECONDS = 1.0
 
@@ -50,7 +51,7 @@ class LeaseKeeper:
         self.leases: dict[uuid.UUID, timedelta] = {}
         #: Monotonic time until which each lease is surely held.
         self.held_until: dict[uuid.UUID, float] = {}
-        self._next_check = time.monotonic() + CHECK_INTERVAL
+        self._next_check = time.monotonic() + CHECK_INTERVAL_SECONDS
         self._next_renew = time.monotonic() + lease.total_seconds() / 3
 
     @property
@@ -93,7 +94,7 @@ class LeaseKeeper:
     def maintain(self, mono: float) -> set[uuid.UUID]:
         """Renew or check as due; returns the tokens whose lease is gone."""
         if not self.leases:
-            self._next_check = mono + CHECK_INTERVAL
+            self._next_check = mono + CHECK_INTERVAL_SECONDS
             self._next_renew = mono + self.lease.total_seconds() / 3
             return set()
         tokens = list(self.leases)
@@ -104,10 +105,10 @@ class LeaseKeeper:
                 self.held_until[token] = started + safe_for(self.leases[token])
             shortest = min(self.leases[t] for t in tokens)
             self._next_renew = mono + shortest.total_seconds() / 3
-            self._next_check = mono + CHECK_INTERVAL
+            self._next_check = mono + CHECK_INTERVAL_SECONDS
         elif mono >= self._next_check:
             held = self._still_held(tokens)
-            self._next_check = mono + CHECK_INTERVAL
+            self._next_check = mono + CHECK_INTERVAL_SECONDS
         else:
             return set()
         lost = set(tokens) - held

@@ -15,5 +15,5 @@ def insert_audit_row(db: Database, conn: Connection, row: dict[str, Any]) -> int
     on PostgreSQL refresh when the change commits (one notification per action)."""
     audit = db.tables.audit
     new_id = conn.execute(insert(audit).values(**row).returning(audit.c.id)).scalar_one()
-    notify_in_transaction(conn, db, f"audit:{row['action']}")
+    notify_in_transaction(db, conn, f"audit:{row['action']}")
     return int(new_id)

@@ -8,33 +8,31 @@ Kickside uses it as it is, so runtime SQL follows the host's database mapping.
 The first transaction on a handle checks that the schema is at this Kickside's head revision
 (:meth:`Database.require_current_schema`), once: a newer schema this code does not know, or an
 old one, is refused with a :class:`MigrationError` before anything is read or written.
+
+Creating and tuning an owned engine lives in :mod:`~kickside_engine.store.engines`; reading
+driver errors (:func:`translate_errors`, :func:`unavailable_reason`, re-exported here) in
+:mod:`~kickside_engine.store.driver_errors`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, NoSuchModuleError, OperationalError, StatementError
+from sqlalchemy.exc import DBAPIError, StatementError
 
-from kickside_engine.config import DatabaseConfig, display_url, resolve_database_config
-from kickside_engine.errors import (
-    AuthenticationError,
-    ConfigurationError,
-    DatabaseUnavailableError,
-    PermissionDeniedError,
-)
+from kickside_engine.config import display_url, resolve_database_config
+from kickside_engine.errors import ConfigurationError
+from kickside_engine.store.driver_errors import translate_errors, unavailable_reason
+from kickside_engine.store.engines import READ_ONLY_OPTION, create_owned_engine
 from kickside_engine.store.revisions import read_current, schema_problem
-from kickside_engine.store.sqlite_file import check_sqlite_file
 from kickside_engine.store.tables import Tables, build_tables
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-_READ_ONLY = "kickside_read_only"
+__all__ = ["Database", "connect_database", "translate_errors", "unavailable_reason"]
 
 
 class Database:
@@ -77,7 +75,7 @@ class Database:
         """
         config = resolve_database_config(url, schema=schema)
         return cls(
-            _create_engine(config, pool_size=pool_size, create=create),
+            create_owned_engine(config, pool_size=pool_size, create=create),
             schema=config.schema,
             owns_engine=True,
         )
@@ -221,7 +219,7 @@ class Database:
         if check_schema and not self._schema_current:
             self.require_current_schema()
         with translate_errors(self), self.engine.connect() as conn:
-            conn = conn.execution_options(**{_READ_ONLY: True})
+            conn = conn.execution_options(**{READ_ONLY_OPTION: True})
             with conn.begin():
                 yield conn
 
@@ -246,188 +244,6 @@ def _check_in(raw: Any, dbapi_error: type[Exception], *, restore_transactions: b
         except dbapi_error as exc:
             raw.invalidate(exc)
     raw.close()
-
-
-@contextlib.contextmanager
-def translate_errors(db: Database | None = None) -> Iterator[None]:
-    """Turn driver errors an operator can act on into Kickside errors.
-
-    "Cannot reach the database" becomes :class:`DatabaseUnavailableError`: only a connection
-    that could not be made or was lost, since callers (and scripts, on exit code 5) retry it.
-    Credentials the server refused (a wrong user or password, no pg_hba.conf entry) are an
-    :class:`AuthenticationError` instead: retrying cannot help.
-    A write refused because the role (or the SQLite file) is read-only becomes
-    :class:`PermissionDeniedError`; a SQLite file that is not a database, a
-    :class:`ConfigurationError`. Any other driver error stays what it is: a failure.
-    """
-    try:
-        yield
-    except DBAPIError as exc:
-        if _is_authentication_failure(exc.orig):
-            where = db.display_url() if db is not None else "the database"
-            raise AuthenticationError(
-                f"authentication failed for {where}: {_first_line(exc.orig)} (check the user "
-                "and password in the URL, and the server's pg_hba.conf; not an outage)"
-            ) from exc
-        if isinstance(exc, OperationalError) and _is_connection_failure(exc):
-            where = db.display_url() if db is not None else "the database"
-            raise DatabaseUnavailableError(
-                f"cannot reach {where}: {_first_line(exc.orig)}"
-            ) from exc
-        if _is_permission_denied(exc):
-            raise PermissionDeniedError(
-                f"permission denied: {_first_line(exc.orig)} (a read-only database role or "
-                "file can only run reads)"
-            ) from exc
-        if _is_not_a_database(exc):
-            where = db.display_url() if db is not None else "the SQLite file"
-            raise ConfigurationError(
-                f"{where} is not a SQLite database: {_first_line(exc.orig)}"
-            ) from exc
-        raise
-
-
-#: What libpq and the server say when they refuse credentials, in the connection error's
-#: message: a failed connection carries no SQLSTATE in psycopg (28P01 invalid_password, 28000
-#: invalid_authorization_specification on the server side), so the text is all there is.
-_AUTHENTICATION_FAILED = re.compile(
-    r"authentication failed"  # password, Ident, Peer, LDAP, RADIUS, GSSAPI, certificate
-    r"|role \".*\" does not exist"
-    r"|role \".*\" is not permitted to log in"
-    r"|no pg_hba\.conf entry"
-    r"|pg_hba\.conf rejects connection"
-    r"|no password supplied"
-)
-
-
-def _is_authentication_failure(orig: BaseException | None) -> bool:
-    """Whether a driver error means the server refused the credentials (psycopg only)."""
-    if not type(orig).__module__.startswith("psycopg"):
-        return False
-    sqlstate = getattr(orig, "sqlstate", None)
-    if sqlstate is not None:  # an error the server sent for a statement, with its class
-        return str(sqlstate).startswith("28")
-    return _AUTHENTICATION_FAILED.search(str(orig)) is not None
-
-
-def _is_permission_denied(exc: DBAPIError) -> bool:
-    orig = exc.orig
-    if type(orig).__module__.startswith("psycopg"):
-        return getattr(orig, "sqlstate", None) == "42501"  # insufficient_privilege
-    return "attempt to write a readonly database" in str(orig)
-
-
-def _is_not_a_database(exc: DBAPIError) -> bool:
-    orig = exc.orig
-    return type(orig).__module__.startswith("sqlite3") and "file is not a database" in str(orig)
-
-
-def unavailable_reason(exc: BaseException) -> str | None:
-    """Why the database cannot be used right now, if ``exc`` says it cannot; else None.
-
-    It cannot when the connection was refused, dropped or never made (``exc`` a
-    :class:`DatabaseUnavailableError`, a driver error SQLAlchemy wrapped, or a bare psycopg
-    error from a connection of one's own), and when an SQLite file stayed locked by another
-    writer past the busy timeout. Anything else (a bug, a refused permission, a constraint)
-    is not an outage: retrying it cannot be expected to help by itself.
-    """
-    if isinstance(exc, DatabaseUnavailableError):
-        return str(exc)
-    if isinstance(exc, DBAPIError):
-        if _is_connection_failure(exc) or _is_locked(exc.orig):
-            return _first_line(exc.orig)
-        return None
-    if _is_driver_connection_failure(exc):
-        return _first_line(exc)
-    return None
-
-
-def _is_locked(orig: BaseException | None) -> bool:
-    """SQLite's "database is locked" (SQLITE_BUSY): a writer held the file past the busy
-    timeout."""
-    return type(orig).__module__.startswith("sqlite3") and "is locked" in str(orig)
-
-
-def _is_connection_failure(exc: DBAPIError) -> bool:
-    """Whether ``exc`` means the connection could not be made or was lost (nothing else)."""
-    if exc.connection_invalidated:
-        return True  # SQLAlchemy found the connection closed or broken
-    return _is_driver_connection_failure(exc.orig, statement=exc.statement is not None)
-
-
-def _is_driver_connection_failure(orig: BaseException | None, *, statement: bool = False) -> bool:
-    """Whether a driver's own error means the connection failed (psycopg, sqlite3).
-
-    ``statement``: the error came from running a statement on a connection SQLAlchemy did not
-    find broken (a wrapped error); a bare error from a connection of one's own says neither.
-    """
-    module = type(orig).__module__
-    if module.startswith("psycopg"):
-        import psycopg
-
-        if not isinstance(orig, psycopg.OperationalError):
-            return False
-        if _is_authentication_failure(orig):
-            return False  # the server answered: it refused the credentials
-        sqlstate = getattr(orig, "sqlstate", None)
-        if sqlstate is None:
-            # An error of the client library, not the server: connecting failed or the
-            # connection broke, unless a statement was refused before it was sent (more than
-            # 65,535 parameters, ...) on a connection that is fine.
-            return not statement
-        return str(sqlstate).startswith(("08", "57P", "3D000"))
-    if module.startswith("sqlite3"):
-        return "unable to open database" in str(orig)
-    return False
-
-
-def _first_line(orig: BaseException | None) -> str:
-    text = str(orig or "").strip().splitlines()
-    return text[0] if text else "connection failed"
-
-
-def _create_engine(config: DatabaseConfig, *, pool_size: int, create: bool) -> Engine:
-    if config.dialect == "sqlite":
-        check_sqlite_file(config.url, create=create)
-        return _create_sqlite_engine(config.url)
-    try:
-        return create_engine(
-            config.url,
-            pool_size=pool_size,
-            max_overflow=pool_size,
-            pool_recycle=1800,
-            connect_args={"connect_timeout": 10, "application_name": "kickside"},
-        )
-    except NoSuchModuleError:
-        raise ConfigurationError(
-            f"no driver for {config.display_url()}: install psycopg (pip install 'psycopg[binary]')"
-        ) from None
-
-
-def _create_sqlite_engine(url: URL) -> Engine:
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Take transaction control from the driver so BEGIN is ours to emit (below).
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        # Writers take the write lock up front: a deferred transaction that reads, then writes,
-        # fails with SQLITE_BUSY instead of waiting when another writer got there first.
-        if conn.get_execution_options().get(_READ_ONLY):
-            conn.exec_driver_sql("BEGIN")
-        else:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine
 
 
 def connect_database(

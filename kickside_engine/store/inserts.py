@@ -73,13 +73,13 @@ def insert_job(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted:
             conn.exec_driver_sql(_insert_and_notify_sql(db, tuple(row)), _insert_params(db, row))
         else:
             conn.execute(insert(table), row)
-            notify_in_transaction(conn, db, row["queue"])
+            notify_in_transaction(db, conn, row["queue"])
         return Inserted(id=row["id"], duplicate=False, state=state)
     stmt = _insert_ignoring_unique_conflict(db).returning(table.c.id)
     for _ in range(_UNIQUE_ATTEMPTS):
         inserted = conn.execute(stmt, row).scalar_one_or_none()
         if inserted is not None:
-            notify_in_transaction(conn, db, row["queue"])
+            notify_in_transaction(db, conn, row["queue"])
             return Inserted(id=inserted, duplicate=False, state=state)
         existing = conn.execute(
             select(table.c.id, table.c.state).where(table.c.unique_key == row["unique_key"])
@@ -149,7 +149,7 @@ def insert_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> N
 def notify_queues(db: Database, conn: Connection, queues: set[str]) -> None:
     """Wake the pools of these queues when ``conn``'s transaction commits."""
     for queue in sorted(queues):
-        notify_in_transaction(conn, db, queue)
+        notify_in_transaction(db, conn, queue)
 
 
 def copy_rows(db: Database, conn: Connection, rows: Iterable[dict[str, Any]]) -> None:

@@ -79,7 +79,7 @@ class GroupLimits:
         return self.problem is None and None not in (self.global_limit, self.per_key_limit)
 
 
-def read_group_limits(conn: Connection, db: Database, declaration: dict[str, Any]) -> GroupLimits:
+def read_group_limits(db: Database, conn: Connection, declaration: dict[str, Any]) -> GroupLimits:
     """Read a group's limits from its declared Settings namespace."""
     setting = db.tables.setting
     namespace = declaration.get("settings_namespace")
@@ -113,8 +113,8 @@ class Admission:
     """What one claim may still admit: usage counted now, limits read as groups turn up, and
     the keys and groups found at their limit (which the walk's next page leaves out)."""
 
-    conn: Connection
     db: Database
+    conn: Connection
     per_key: Counter[str] = field(default_factory=Counter)
     per_group: Counter[str] = field(default_factory=Counter)
     per_group_key: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -153,7 +153,7 @@ class Admission:
             job = self.db.tables.job
             meta = self.conn.execute(select(job.c.meta).where(job.c.id == job_id)).scalar_one()
             declaration = (meta or {}).get("capacity") or {}
-            limits = self.limits[group] = read_group_limits(self.conn, self.db, declaration)
+            limits = self.limits[group] = read_group_limits(self.db, self.conn, declaration)
         return limits
 
     def admit(self, row: Any) -> bool:
@@ -284,7 +284,7 @@ def claim_keyed(
             text("SELECT pg_advisory_xact_lock(:id)"),
             {"id": _lock_id(ADMISSION_LOCK_NAME, db.schema or "")},
         )
-    admission = Admission(conn, db)
+    admission = Admission(db, conn)
     admission.count_executing()
     if now is None:
         now = utcnow()

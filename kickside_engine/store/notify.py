@@ -48,11 +48,12 @@ class WakeSignal:
             if callback in self._subscribers:
                 self._subscribers.remove(callback)
 
-    def wait(self, seen: int, timeout: float) -> int:
-        """Wait until the generation passes ``seen`` or ``timeout`` elapses; the generation."""
+    def wait(self, seen: int, timeout_seconds: float) -> int:
+        """Wait until the generation passes ``seen`` or ``timeout_seconds`` elapse; the
+        generation."""
         with self._cond:
             if self.generation == seen:
-                self._cond.wait(timeout)
+                self._cond.wait(timeout_seconds)
             return self.generation
 
 
@@ -70,7 +71,7 @@ def local_signal(db: Database) -> WakeSignal:
         return signal
 
 
-def notify_in_transaction(conn: Connection, db: Database, payload: str) -> None:
+def notify_in_transaction(db: Database, conn: Connection, payload: str) -> None:
     """On PostgreSQL, queue a NOTIFY that is delivered when ``conn``'s transaction commits."""
     if db.is_postgresql:
         conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel_name(db), "p": payload})

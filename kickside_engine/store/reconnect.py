@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from kickside_engine.errors import KicksideError
 from kickside_engine.redact import redact_text
-from kickside_engine.store.database import unavailable_reason
+from kickside_engine.store.driver_errors import unavailable_reason
 
 #: The first delay after a lost connection.
 FIRST_DELAY_SECONDS = 0.1
@@ -80,7 +80,7 @@ class Outage:
 
     :meth:`failed` takes what a try raised and returns the seconds to wait (``delays``). A
     lost database (refused, dropped, unreachable, an SQLite file locked past its busy timeout:
-    see :func:`~kickside_engine.store.database.unavailable_reason`) is logged once, as
+    see :func:`~kickside_engine.store.driver_errors.unavailable_reason`) is logged once, as
     ``database unavailable, retrying in Ns: why``, and each further failed try only at DEBUG;
     :meth:`succeeded` logs ``database back after Ns`` once it is back. A 30-second failover is
     two lines per client, not one per try, and no traceback: the reason says it all. Any other

@@ -1,4 +1,4 @@
-"""Recording outcomes: fenced by the lease, so only the lease holder can settle a job.
+"""Settling attempts: fenced by the lease, so only the lease holder can settle a job.
 
 Every update of an executing job is filtered by ``id``, ``state = 'executing'``, the lease owner
 and the lease token. A job cancelled, rescued or re-claimed meanwhile no longer matches, so its

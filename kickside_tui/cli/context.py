@@ -23,6 +23,7 @@ from kickside_engine import (
     Database,
     InvalidArgumentError,
     KicksideError,
+    ReadOnlyError,
     connect_database,
     migrate,
 )
@@ -36,7 +37,6 @@ from kickside_engine.control import (
     utcnow,
 )
 from kickside_engine.runtime import ConfigFile, ResolvedConfig, find_config_file, resolve_config
-from kickside_tui.adapter import ReadOnlyError
 from kickside_tui.cli import output
 
 P = ParamSpec("P")
@@ -233,7 +233,7 @@ def record_action(
 ) -> None:
     """Record an operator action whose engine call takes no actor, in its own transaction."""
     with db.begin() as conn:
-        record_audit(conn, db, actor(), action, target_type, target, details, when)
+        record_audit(db, conn, actor(), action, target_type, target, details, when)
 
 
 def _one_line(exc: BaseException) -> str:

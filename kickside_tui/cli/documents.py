@@ -3,7 +3,7 @@
 Args and meta are stored as the application gave them and are redacted here, with the
 sensitive key names the job's meta records (its worker's declarations); errors are stored
 redacted, but older rows may predate a redaction rule, so they go through the one redaction
-again (it is idempotent). Lease tokens fence outcomes and are never printed.
+again (it is idempotent). Lease tokens fence settlements and are never printed.
 """
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ from kickside_tui.cli.context import (
 from kickside_tui.cli.options import JsonOption
 
 
-def _unique(rule: str | None, period: float | None) -> Unique | None:
-    """``args``, ``worker`` or ``keys:a,b``, optionally within ``period`` seconds."""
+def _unique(rule: str | None, period_seconds: float | None) -> Unique | None:
+    """``args``, ``worker`` or ``keys:a,b``, optionally within ``period_seconds``."""
     if rule is None:
-        if period is not None:
+        if period_seconds is not None:
             raise InvalidArgumentError("--unique-period needs --unique")
         return None
     if rule == "args":
@@ -44,10 +44,10 @@ def _unique(rule: str | None, period: float | None) -> Unique | None:
         raise InvalidArgumentError(
             f"--unique must be args, worker or keys:NAME[,NAME...], got {rule!r}"
         )
-    if period is not None:
-        if period <= 0:
-            raise InvalidArgumentError(f"--unique-period must be positive, got {period}")
-        unique = unique.within(duration(period, "--unique-period"))
+    if period_seconds is not None:
+        if period_seconds <= 0:
+            raise InvalidArgumentError(f"--unique-period must be positive, got {period_seconds}")
+        unique = unique.within(duration(period_seconds, "--unique-period"))
     return unique
 
 
@@ -171,7 +171,7 @@ def enqueue_command(
         opts = builder.options
         details = {"worker": opts.worker, "queue": opts.queue, "kind": opts.kind.value,
                    "duplicate": inserted.duplicate, "state": inserted.state.value}
-        record_audit(conn, db, actor(), "enqueue", "job", str(inserted.id), details, when)
+        record_audit(db, conn, actor(), "enqueue", "job", str(inserted.id), details, when)
     document = {"id": inserted.id, "duplicate": inserted.duplicate, "state": inserted.state}
     if as_json:
         output.emit_json(document)

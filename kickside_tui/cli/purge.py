@@ -2,11 +2,11 @@
 
 By default one call of the engine's purge (at most 100 runs): a conflict exits 4 with its
 details (how to continue). ``--until-done`` follows the continuation contract (the engine's
-:func:`~kickside_engine.purge.purge_until_done`): it calls again at once on ``needs_continue``,
-waits (polling, with a spinner) on ``wait_for``, and gives up with exit 4 when it would still be
-waiting ``--timeout`` seconds after it started. Output (``runs_deleted``) counts the settled runs
-deleted: by the one call, or by all of them. Either way the command leaves one audit row with
-its outcome.
+:func:`~kickside_engine.control.purge_runner.purge_until_done`): it calls again at once on
+``needs_continue``, waits (polling, with a spinner) on ``wait_for``, and gives up with exit 4
+when it would still be waiting ``--timeout`` seconds after it started. Output (``runs_deleted``)
+counts the settled runs deleted: by the one call, or by all of them. Either way the command
+leaves one audit row with its outcome.
 
 The first call marks the slot as being purged and clears its pending wakes: it runs no more,
 and the request shows in ``kickside slots``, ``job`` and ``explain`` until a later call finishes
@@ -43,7 +43,7 @@ def _identity(namespace: str, scope: str, key: str) -> str:
 
 
 def _until_done(
-    db: Database, namespace: str, scope: str, key: str, timeout: float
+    db: Database, namespace: str, scope: str, key: str, timeout_seconds: float
 ) -> tuple[int, int, int]:
     """Purge until the slot is gone; returns (removed, runs deleted, calls).
 
@@ -71,7 +71,7 @@ def _until_done(
         try:
             done = purge_until_done(
                 db, namespace=namespace, scope=scope, key=key, actor=actor(), wait=pause,
-                timeout_seconds=timeout, poll_seconds=POLL_SECONDS, clock=now,
+                timeout_seconds=timeout_seconds, poll_seconds=POLL_SECONDS, clock=now,
                 on_progress=show,
             )
         except KeyboardInterrupt:
@@ -83,7 +83,7 @@ def _until_done(
         wait_for = step.wait_for or "settlement"
         details: dict[str, Any] = {k: v for k, v in done.details.items() if k != "outcome"}
         raise ConflictError(
-            f"slot {name}: still waiting for {wait_for} after {timeout:g}s "
+            f"slot {name}: still waiting for {wait_for} after {timeout_seconds:g}s "
             f"({step.runs_deleted} runs deleted); the purge stays pending: run purge-slot "
             "again later",
             details=details,

@@ -277,7 +277,7 @@ def test_audit_action_is_checked_against_the_known_actions(db: Database, target:
     assert "resume" in typo.stderr and "capacity_set" in typo.stderr
     assert cli(target, "audit", "--action", "resume").exit_code == 0
     with db.begin() as conn:  # an application's own action is in the trail: it is known
-        record_audit(conn, db, Actor("app", "h"), "invoice_sent", "job", "x", {}, utcnow())
+        record_audit(db, conn, Actor("app", "h"), "invoice_sent", "job", "x", {}, utcnow())
     mine = cli(target, "audit", "--action", "invoice_sent", "--json")
     assert [e["action"] for e in json.loads(mine.stdout)["entries"]] == ["invoice_sent"]
 

@@ -21,7 +21,7 @@ def test_an_entry_records_who_where_when_and_what(db: Database) -> None:
     now = utcnow()
     with db.begin() as conn:
         written = record_audit(
-            conn, db, ALICE, "cancel", "job", "some-id",
+            db, conn, ALICE, "cancel", "job", "some-id",
             {"from": JobState.EXECUTING, "id": uuid.UUID(int=1), "at": now}, now,
         )
     (entry,) = list_audit(db).entries
@@ -43,7 +43,7 @@ def test_details_and_target_are_stored_redacted(db: Database) -> None:
     }
     with db.begin() as conn:
         record_audit(
-            conn, db, ALICE, "note", "queue", "https://u:pw-in-target@host/q", details, utcnow()
+            db, conn, ALICE, "note", "queue", "https://u:pw-in-target@host/q", details, utcnow()
         )
     (entry,) = list_audit(db).entries
     assert entry.details["password"] == "[REDACTED]"
@@ -57,11 +57,17 @@ def test_details_and_target_are_stored_redacted(db: Database) -> None:
 def test_an_entry_rolls_back_with_its_change(db: Database) -> None:
     job_id = enqueue(db, JobBuilder("ok", {})).id
     with pytest.raises(RuntimeError), db.begin() as conn:
-        record_audit(conn, db, ALICE, "cancel", "job", str(job_id), {}, utcnow())
+        record_audit(db, conn, ALICE, "cancel", "job", str(job_id), {}, utcnow())
         raise RuntimeError("the change failed")
     assert list_audit(db).entries == []
     cancel_job(db, job_id, ALICE, utcnow())
     assert [e.action for e in list_audit(db).entries] == ["cancel"]
+
+
+def test_the_connection_first_order_is_refused_with_a_clear_error(db: Database) -> None:
+    with db.begin() as conn, pytest.raises(InvalidArgumentError, match="database comes first"):
+        record_audit(conn, db, ALICE, "cancel", "job", "x", {}, utcnow())  # type: ignore[arg-type]
+    assert list_audit(db).entries == []
 
 
 def test_pages_are_newest_first_and_cover_every_entry_once(db: Database) -> None:
@@ -70,7 +76,7 @@ def test_pages_are_newest_first_and_cover_every_entry_once(db: Database) -> None
         for i in range(23):
             action = "pause" if i % 2 else "resume"
             record_audit(
-                conn, db, ALICE, action, "queue", f"q{i % 3}", {"i": i},
+                db, conn, ALICE, action, "queue", f"q{i % 3}", {"i": i},
                 start + timedelta(seconds=i),
             )
     seen: list[int] = []
@@ -105,7 +111,7 @@ def test_bad_entries_are_refused(db: Database, kwargs: dict[str, object], match:
     }
     args.update(kwargs)
     with pytest.raises(InvalidArgumentError, match=match), db.begin() as conn:
-        record_audit(conn, db, ALICE, now=utcnow(), **args)  # type: ignore[arg-type]
+        record_audit(db, conn, ALICE, now=utcnow(), **args)  # type: ignore[arg-type]
     assert list_audit(db).entries == []
 
 

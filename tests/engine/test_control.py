@@ -49,7 +49,7 @@ from kickside_engine.control import (
 )
 from kickside_engine.execution import execute
 from kickside_engine.slots import disable_slot
-from kickside_engine.store.claims import renew_leases
+from kickside_engine.store.leases import renew_leases
 from kickside_engine.testing import drain_jobs
 
 from ..support.workers import registry

@@ -28,7 +28,7 @@ def _history(db: Database) -> None:
 
 def _read(db: Database, **options: object) -> StateCounts:
     with db.read() as conn:
-        return read_state_counts(conn, db, **options)  # type: ignore[arg-type]
+        return read_state_counts(db, conn, **options)  # type: ignore[arg-type]
 
 
 def test_fast_counts_equal_exact_counts_when_every_cell_is_small(db: Database) -> None:

@@ -20,7 +20,7 @@ from kickside_engine import (
     resolve_database_config,
 )
 from kickside_engine.config import default_sqlite_path
-from kickside_engine.store.database import translate_errors, unavailable_reason
+from kickside_engine.store.driver_errors import translate_errors, unavailable_reason
 
 from ..conftest import PG_URL, Target, require_postgres
 
@@ -96,8 +96,9 @@ def test_unreachable_server_is_database_unavailable() -> None:
 
 def test_a_role_the_server_does_not_know_is_an_authentication_failure_not_an_outage() -> None:
     require_postgres()
-    url = sa.make_url(PG_URL).set(username=f"kst_nobody_{uuid.uuid4().hex[:8]}",
-                                  password="not-a-password")
+    url = sa.make_url(PG_URL).set(
+        username=f"kst_nobody_{uuid.uuid4().hex[:8]}", password="not-a-password"
+    )
     db = connect_database(url.render_as_string(hide_password=False))
     with pytest.raises(AuthenticationError, match="authentication failed") as info:
         migrate.status(db)
@@ -128,8 +129,10 @@ def test_refused_credentials_are_an_authentication_failure(message: str) -> None
 def test_a_lost_connection_stays_an_outage() -> None:
     import psycopg
 
-    for message in ("connection to server at \"db\" failed: Connection refused",
-                    "server closed the connection unexpectedly"):
+    for message in (
+        'connection to server at "db" failed: Connection refused',
+        "server closed the connection unexpectedly",
+    ):
         lost = psycopg.OperationalError(message)
         with pytest.raises(DatabaseUnavailableError), translate_errors():
             raise sa.exc.OperationalError(None, None, lost)

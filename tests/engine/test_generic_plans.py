@@ -37,8 +37,8 @@ from kickside_engine.store.claims import (
     claim_jobs,
     close_turn_connection,
     open_turn_connection,
-    renew_leases,
 )
+from kickside_engine.store.leases import renew_leases
 from kickside_engine.store.settle import unnest_settle
 from kickside_engine.store.tables import state_literal
 

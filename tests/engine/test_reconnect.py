@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from kickside_engine import Database, connect_database
 from kickside_engine.errors import DatabaseUnavailableError, PermissionDeniedError
-from kickside_engine.store.database import unavailable_reason
+from kickside_engine.store.driver_errors import unavailable_reason
 from kickside_engine.store.reconnect import Outage, RetryDelays, backoff_seconds, jittered
 
 from ..conftest import Target

@@ -85,7 +85,7 @@ def test_slot_identities_and_audit_targets_match_exactly(
     for scope in scopes:
         enqueue(db, JobBuilder("ok", {}).slot(namespace, scope, "key"))
         with db.begin() as conn:
-            record_audit(conn, db, ME, "probe", "slot", f"{namespace}|{scope}", {}, utcnow())
+            record_audit(db, conn, ME, "probe", "slot", f"{namespace}|{scope}", {}, utcnow())
     found = {s.scope for s in list_slots(db, namespace=namespace, scope=needle)}
     assert found == ({needle} & set(scopes))
     result = runner.invoke(app, [*target.cli_args(), "slots", "--namespace", namespace,

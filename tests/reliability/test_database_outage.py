@@ -170,8 +170,9 @@ def test_the_dashboard_rides_out_terminated_connections_and_an_outage(
             assert "DATABASE UNAVAILABLE" in plain(banner().render())
             await pilot.press("2")
             await wait_until(pilot, lambda: banner().shown, "the banner on the jobs view")
-            await wait_until(pilot, lambda: len(app.reconnect.delays) >= 3, "three retries")
-            delays = list(app.reconnect.delays)  # backing off: each scheduled try waits longer
+            await wait_until(pilot, lambda: len(app.reconnect.delays_seconds) >= 3, "three retries")
+            # Backing off: each scheduled try waits longer.
+            delays = list(app.reconnect.delays_seconds)
             assert all(b > 1.5 * a for a, b in itertools.pairwise(delays)), delays
             text = plain(banner().render())
             assert re.search(r"\((next retry in [\d.]+s|retrying now)\)", text), text

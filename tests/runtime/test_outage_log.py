@@ -33,7 +33,7 @@ from kickside_engine import (
 from kickside_engine.clock import utcnow
 from kickside_engine.control import list_nodes, list_runs
 from kickside_engine.runtime import PoolConfig, WorkerPool
-from kickside_engine.store import database as database_module
+from kickside_engine.store import engines
 
 from ..conftest import PG_URL, Target
 from ..support.processes import wait_for
@@ -164,7 +164,7 @@ def test_a_locked_sqlite_file_is_two_lines_per_client_not_a_traceback_per_try(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process holding the write lock past the busy timeout looks like an outage."""
-    monkeypatch.setattr(database_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(engines, "SQLITE_BUSY_TIMEOUT_MS", 200)
     path = tmp_path / "kickside.sqlite3"
     db = connect_database(f"sqlite:///{path}")
     migrate.upgrade(db)

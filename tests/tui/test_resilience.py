@@ -85,16 +85,17 @@ def test_reconnect_backs_off_exponentially_to_a_cap_with_jitter_and_starts_over(
     delays = [reconnect.failed(0.5)]
     retry_at = reconnect.retry_at
     assert reconnect.failed(0.5) is None, "a try in between (a key) leaves the schedule alone"
-    assert (reconnect.failures, reconnect.delays, reconnect.retry_at) == (2, delays, retry_at)
+    assert (reconnect.failures, reconnect.retry_at) == (2, retry_at)
+    assert reconnect.delays_seconds == delays
     delays += [scheduled_try_fails() for _ in range(7)]
-    assert reconnect.waiting and reconnect.failures == 9 and reconnect.delays == delays
+    assert reconnect.waiting and reconnect.failures == 9 and reconnect.delays_seconds == delays
     nominal = [0.5, 1, 2, 4, 8, 15, 15, 15]
     for delay, top in zip(delays, nominal, strict=True):
         assert top * (1 - reconnect.jitter) <= delay <= top
     assert len({round(d / top, 6) for d, top in zip(delays, nominal, strict=True)}) == 8, "jitter"
     assert 0 < reconnect.remaining() <= delays[-1]
     reconnect.succeeded()
-    assert (reconnect.failures, reconnect.delays, reconnect.waiting) == (0, [], False)
+    assert (reconnect.failures, reconnect.delays_seconds, reconnect.waiting) == (0, [], False)
     assert 0.4 <= (reconnect.failed(0.5) or 0) <= 0.5, "the first failure after a success"
 
 
@@ -162,9 +163,11 @@ def test_the_database_going_away_and_back_shows_a_banner_backs_off_and_recovers(
         await wait_until(pilot, lambda: banner() is not None, "the outage banner")
         text = banner() or ""
         assert RETRY.match(text), text
-        await wait_until(pilot, lambda: len(app.reconnect.delays) >= tries, f"{tries} tries")
+        await wait_until(
+            pilot, lambda: len(app.reconnect.delays_seconds) >= tries, f"{tries} tries"
+        )
         assert app.reconnect.waiting and timer_tries() == []
-        return list(app.reconnect.delays)
+        return list(app.reconnect.delays_seconds)
 
     async def scenario() -> None:
         proxy.down()  # away from the start
@@ -174,7 +177,7 @@ def test_the_database_going_away_and_back_shows_a_banner_backs_off_and_recovers(
             assert_backs_off(delays, refresh)  # 0.2 s, 0.4 s, 0.8 s..., not every 0.2 s
             proxy.up()
             await wait_until(pilot, lambda: banner() is None and view().loaded >= 1, "recovery")
-            assert (app.reconnect.failures, app.reconnect.delays) == (0, [])
+            assert (app.reconnect.failures, app.reconnect.delays_seconds) == (0, [])
             assert not app.reconnect.waiting and timer_tries() == [{"auto": True}]
             assert jobs_listed() == 3
 
@@ -192,7 +195,7 @@ def test_the_database_going_away_and_back_shows_a_banner_backs_off_and_recovers(
                 )
                 assert banner() is not None
             if time.monotonic() < retry_at:  # ...and leaves the backoff schedule as it was
-                assert app.reconnect.delays == delays and app.reconnect.retry_at == retry_at
+                assert app.reconnect.delays_seconds == delays and app.reconnect.retry_at == retry_at
             enqueue_many(db, [JobBuilder("noop", {}) for _ in range(2)])  # while it is away
             loaded = view().loaded
             proxy.up()  # found again on its own, no key pressed

@@ -1,0 +1,73 @@
+"""Creating the SQLAlchemy engine Kickside owns: one per dialect, tuned for the engine's work.
+
+SQLite runs in WAL mode with a busy timeout of :data:`SQLITE_BUSY_TIMEOUT_MS`, foreign keys on,
+and write transactions started with ``BEGIN IMMEDIATE`` (a read transaction, marked with the
+:data:`READ_ONLY_OPTION` execution option, starts a deferred ``BEGIN``). PostgreSQL gets a
+bounded pool, a connect timeout and the ``kickside`` application name. An engine the host
+application hands over is used as it is (:class:`~kickside_engine.store.database.Database`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import NoSuchModuleError
+
+from kickside_engine.config import DatabaseConfig
+from kickside_engine.errors import ConfigurationError
+from kickside_engine.store.sqlite_file import check_sqlite_file
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: The execution option marking a connection's transaction as a read (a deferred ``BEGIN`` on
+#: SQLite rather than ``BEGIN IMMEDIATE``).
+READ_ONLY_OPTION = "kickside_read_only"
+
+
+def create_owned_engine(config: DatabaseConfig, *, pool_size: int, create: bool) -> Engine:
+    """A new engine for ``config``'s database (a SQLite file is checked, or created unless
+    ``create=False``, first: :func:`check_sqlite_file`)."""
+    if config.dialect == "sqlite":
+        check_sqlite_file(config.url, create=create)
+        return _create_sqlite_engine(config.url)
+    try:
+        return create_engine(
+            config.url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_recycle=1800,
+            connect_args={"connect_timeout": 10, "application_name": "kickside"},
+        )
+    except NoSuchModuleError:
+        raise ConfigurationError(
+            f"no driver for {config.display_url()}: install psycopg (pip install 'psycopg[binary]')"
+        ) from None
+
+
+def _create_sqlite_engine(url: URL) -> Engine:
+    """A SQLite engine whose connections use WAL, a busy timeout and foreign keys, and whose
+    write transactions take the write lock up front."""
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the driver so BEGIN is ours to emit (below).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Writers take the write lock up front: a deferred transaction that reads, then writes,
+        # fails with SQLITE_BUSY instead of waiting when another writer got there first.
+        if conn.get_execution_options().get(READ_ONLY_OPTION):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
