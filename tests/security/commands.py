@@ -129,6 +129,7 @@ READS: dict[str, Callable[[Seeded], list[str]]] = {
     "audit": lambda s: ["audit", "--json"],
     "doctor": lambda s: ["doctor", "--json"],
     "migrate status": lambda s: ["migrate", "status", "--json"],
+    "config": lambda s: ["config", "--json"],  # reads the options, never the database
 }
 
 #: Commands that write but are not operator actions on jobs (no audit row): they run pools,

@@ -165,7 +165,7 @@ DASHBOARD_ACTIONS: dict[str, tuple[DashboardCall, str]] = {
     "discard": (lambda a, s, now: a.discard(s.discard, now), "discard"),
     "wake": (lambda a, s, now: a.wake(s.wake, now), "wake"),
     "park": (lambda a, s, now: a.park(s.park, now), "park"),
-    "enable": (lambda a, s, now: a.enable(s.resume, now), "enable"),
+    "enable": (lambda a, s, now: a.enable(s.resume, now), "resume"),  # via enable
     "purge": (
         lambda a, s, now: a.purge(
             next(x for x in a.slots(now) if x.key == "purge"),
