@@ -295,8 +295,14 @@ def _rows() -> list[Row]:
             False,
             figure=entry_figure,
         ),
-        Row("7", "dashboard refresh, slowest view's median", "dashboard", "max_refresh_ms", "ms",
-            False),
+        Row(
+            "7",
+            "dashboard refresh, slowest view's median",
+            "dashboard",
+            "max_refresh_ms",
+            "ms",
+            False,
+        ),
         Row(
             "7",
             "dashboard resident memory (peak)",
@@ -320,8 +326,14 @@ def _rows() -> list[Row]:
             )
     for number, title, workload, name, unit, higher in (
         ("8", "SQLite: bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True),
-        ("8", "SQLite: bulk enqueue of builders", "bulk_enqueue_builders", "jobs_per_s", "jobs/s",
-         True),
+        (
+            "8",
+            "SQLite: bulk enqueue of builders",
+            "bulk_enqueue_builders",
+            "jobs_per_s",
+            "jobs/s",
+            True,
+        ),
         ("8", "SQLite: single enqueue", "single_enqueue", "jobs_per_s", "jobs/s", True),
         ("8", "SQLite: drain, 1 pool", "drain", "jobs_per_s", "jobs/s", True),
         ("8", "SQLite: latency p50 (pool polls)", "latency", "p50_ms", "ms", False),

@@ -160,5 +160,3 @@ def record_audit(
     )
     row = {k: v for k, v in dataclasses.asdict(entry).items() if k != "id"}
     return dataclasses.replace(entry, id=insert_audit_row(db, conn, row))
-
-

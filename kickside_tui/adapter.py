@@ -274,10 +274,7 @@ class Adapter:
                 failed[i] += bucket.failed / seconds
         groups = capacity_groups(self.db, now)
         waiting = sum(
-            1
-            for g in groups
-            for w in g.waiting_jobs
-            if not w.reason.startswith("eligible")
+            1 for g in groups for w in g.waiting_jobs if not w.reason.startswith("eligible")
         )
         return OverviewData(
             at=now,
@@ -316,7 +313,10 @@ class Adapter:
         windows = 0
         while True:
             page = scan_jobs(
-                self.db, flt, limit=limit - len(found), cursor=cursor,
+                self.db,
+                flt,
+                limit=limit - len(found),
+                cursor=cursor,
                 scan_limit=self.search_window,
             )
             windows += 1
@@ -342,9 +342,7 @@ class Adapter:
 
     def leases(self, now: datetime) -> list[LeaseInfo]:
         """Executing jobs, soonest lease expiry first, with node heartbeat and code version."""
-        page = list_jobs(
-            self.db, JobFilter(states=(JobState.EXECUTING,)), limit=MAX_LEASES
-        )
+        page = list_jobs(self.db, JobFilter(states=(JobState.EXECUTING,)), limit=MAX_LEASES)
         nodes = {n.name: n for n in list_nodes(self.db, now)}
         leases = []
         running = open_runs(self.db, [job.id for job in page.jobs])
@@ -403,13 +401,24 @@ class Adapter:
         return OpsData(queues, nodes, published, False, published=bool(published))
 
     def preview(
-        self, action: str, flt: JobFilter, *, all_jobs: bool = False,
+        self,
+        action: str,
+        flt: JobFilter,
+        *,
+        all_jobs: bool = False,
         include_completed: bool = False,
     ) -> BulkPreview:
         """The jobs a bulk ``action`` over ``flt`` would change (nothing is written); pass the
         preview to :meth:`bulk`, which acts on these jobs only."""
-        return bulk_preview(self.db, action, flt, all_jobs=all_jobs,
-                            include_completed=include_completed, sample=5, now=self.now())
+        return bulk_preview(
+            self.db,
+            action,
+            flt,
+            all_jobs=all_jobs,
+            include_completed=include_completed,
+            sample=5,
+            now=self.now(),
+        )
 
     # --- actions -------------------------------------------------------------------------
 
@@ -451,9 +460,7 @@ class Adapter:
         Audited as ``resume`` (via enable), as ``kickside resume`` records it; a slot that is
         no longer disabled is a conflict, never resumed some other way."""
         self._check_writable("resume")
-        return resume_job(
-            self.db, job_id, self.actor, now, expected_state=JobState.DISABLED
-        )
+        return resume_job(self.db, job_id, self.actor, now, expected_state=JobState.DISABLED)
 
     def purge(
         self,
@@ -467,8 +474,14 @@ class Adapter:
         call, so it runs no more."""
         self._check_writable("purge")
         return purge_until_done(
-            self.db, namespace=slot.namespace, scope=slot.scope, key=slot.key,
-            actor=self.actor, wait=wait, poll_seconds=PURGE_POLL_SECONDS, clock=self.now,
+            self.db,
+            namespace=slot.namespace,
+            scope=slot.scope,
+            key=slot.key,
+            actor=self.actor,
+            wait=wait,
+            poll_seconds=PURGE_POLL_SECONDS,
+            clock=self.now,
             on_progress=on_progress,
         )
 

@@ -310,14 +310,18 @@ class KicksideApp(App[None]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         for name, key, label in VIEWS:
             yield SystemCommand(
-                f"View: {label}", f"Show the {label} view (key {key})",
+                f"View: {label}",
+                f"Show the {label} view (key {key})",
                 lambda name=name: self.switch_mode(name),
             )
         yield SystemCommand("Refresh now", "Reload the current view", self.refresh_views)
-        for label, verb, factor, key in (("faster", "Halve", 0.5, "+"),
-                                         ("slower", "Double", 2.0, "-")):
+        for label, verb, factor, key in (
+            ("faster", "Halve", 0.5, "+"),
+            ("slower", "Double", 2.0, "-"),
+        ):
             yield SystemCommand(
-                f"Refresh {label}", f"{verb} the refresh interval (key {key})",
+                f"Refresh {label}",
+                f"{verb} the refresh interval (key {key})",
                 lambda factor=factor: self.action_interval(factor),
             )
         yield SystemCommand("Help", "Keys, views and state colours", self.action_help)
@@ -350,32 +354,52 @@ cli = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 def run(
     database_url: Annotated[
         str | None,
-        typer.Option("--database-url", envvar=DATABASE_URL_ENV, show_envvar=True,
-                     show_default=False,
-                     help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB "
-                     "(default: the embedded SQLite file; `kickside demo` runs on its own "
-                     "file and prints its URL)."),
+        typer.Option(
+            "--database-url",
+            envvar=DATABASE_URL_ENV,
+            show_envvar=True,
+            show_default=False,
+            help="sqlite:///PATH or postgresql+psycopg://USER@HOST/DB "
+            "(default: the embedded SQLite file; `kickside demo` runs on its own "
+            "file and prints its URL).",
+        ),
     ] = None,
     schema: Annotated[
         str | None,
-        typer.Option("--schema", envvar=SCHEMA_ENV, show_envvar=True,
-                     help="PostgreSQL schema for Kickside's tables."),
+        typer.Option(
+            "--schema",
+            envvar=SCHEMA_ENV,
+            show_envvar=True,
+            help="PostgreSQL schema for Kickside's tables.",
+        ),
     ] = None,
     read_only: Annotated[
         bool,
-        typer.Option("--read-only", envvar=READ_ONLY_ENV, show_envvar=True,
-                     help="Disable every action (for a read-only role)."),
+        typer.Option(
+            "--read-only",
+            envvar=READ_ONLY_ENV,
+            show_envvar=True,
+            help="Disable every action (for a read-only role).",
+        ),
     ] = False,
     refresh: Annotated[
         float,
-        typer.Option("--refresh", min=MIN_REFRESH, max=MAX_REFRESH, metavar="SECONDS",
-                     help="Seconds between refreshes."),
+        typer.Option(
+            "--refresh",
+            min=MIN_REFRESH,
+            max=MAX_REFRESH,
+            metavar="SECONDS",
+            help="Seconds between refreshes.",
+        ),
     ] = 1.0,
     schedule: Annotated[
         str | None,
-        typer.Option("--schedule", metavar="MODULE[:ATTRIBUTE]",
-                     help="The app's cron schedule, for the Cron table (default attribute "
-                     "SCHEDULE). Without it, the table shows what the running nodes publish."),
+        typer.Option(
+            "--schedule",
+            metavar="MODULE[:ATTRIBUTE]",
+            help="The app's cron schedule, for the Cron table (default attribute "
+            "SCHEDULE). Without it, the table shows what the running nodes publish.",
+        ),
     ] = None,
 ) -> None:
     """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health."""

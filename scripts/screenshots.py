@@ -79,8 +79,9 @@ def png_converter() -> tuple[Callable[[Path, Path], None] | None, str]:
     return cairo, "cairosvg"
 
 
-async def _shoot(url: str, name: str, keys: tuple[str, ...], size: tuple[int, int],
-                 out: Path) -> Path:
+async def _shoot(
+    url: str, name: str, keys: tuple[str, ...], size: tuple[int, int], out: Path
+) -> Path:
     db = connect_database(url)
     try:
         app = demo_app(db)

@@ -267,9 +267,7 @@ def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str
     )
 
 
-def history_scale(
-    peer: Peer, n: int, sizes: dict[str, int], conninfo: str
-) -> dict[str, Any]:
+def history_scale(peer: Peer, n: int, sizes: dict[str, int], conninfo: str) -> dict[str, Any]:
     """Workload 5: claim-and-complete cost with a small and a large history, as Kickside's
     (a checkpoint between generating the history and measuring)."""
     runs: list[dict[str, float]] = []

@@ -87,8 +87,12 @@ def check_action(job: Job, action: str) -> None:
         refusal = retry_refusal(job) if action == "retry" else None
         if refusal is None:
             return
-        details = {"state": job.state.value, "action": action, "job_id": str(job.id),
-                   "purge_pending": True}
+        details = {
+            "state": job.state.value,
+            "action": action,
+            "job_id": str(job.id),
+            "purge_pending": True,
+        }
         raise ConflictError(f"cannot {action} job {job.id}: {refusal}", details=details)
     details = {"state": job.state.value, "action": action, "job_id": str(job.id)}
     if job.state is JobState.EXECUTING:
@@ -225,8 +229,7 @@ def resume_job(
             raise ConflictError(
                 f"job {parsed} is now {current.state.value}, no longer "
                 f"{expected_state.value}; look again",
-                details={"state": current.state.value, "action": "resume",
-                         "job_id": str(parsed)},
+                details={"state": current.state.value, "action": "resume", "job_id": str(parsed)},
             )
         resumed: Job | None
         if current.kind is JobKind.SLOT and current.state is JobState.DISABLED:
@@ -243,8 +246,11 @@ def resume_job(
             if resumed is None:
                 raise ConflictError(
                     f"job {parsed} changed during resume; look again",
-                    details={"state": current.state.value, "action": "resume",
-                             "job_id": str(parsed)},
+                    details={
+                        "state": current.state.value,
+                        "action": "resume",
+                        "job_id": str(parsed),
+                    },
                 )
         details = {**_audit_details(current, resumed), "via": via}
         record_audit(db, conn, actor, "resume", "job", str(parsed), details, now)

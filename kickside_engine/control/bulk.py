@@ -128,9 +128,7 @@ def _qualifying(action: str, flt: JobFilter, include_completed: bool) -> frozens
     return states & frozenset(flt.states) if flt.states else states
 
 
-def _selection(
-    db: Database, flt: JobFilter, states: frozenset[JobState]
-) -> ColumnElement[bool]:
+def _selection(db: Database, flt: JobFilter, states: frozenset[JobState]) -> ColumnElement[bool]:
     return and_(filter_clause(db, flt), db.tables.job.c.state.in_(sorted(s.value for s in states)))
 
 
@@ -237,7 +235,9 @@ def bulk_apply(
             f"bulk_apply takes the BulkPreview that bulk_preview returned, got {preview!r}"
         )
     action = check_bulk_request(
-        preview.action, preview.flt, all_jobs=preview.all_jobs,
+        preview.action,
+        preview.flt,
+        all_jobs=preview.all_jobs,
         include_completed=preview.include_completed,
     )
     _check_int(batch, "batch", 1, MAX_BATCH)

@@ -129,9 +129,7 @@ def _fast_counts(db: Database, conn: Connection, queue: str | None, cap: int) ->
     else:
         pairs = select(states.c.state, literal(queue, String).label("queue")).cte("pairs")
     in_pair = (job.c.state == pairs.c.state, job.c.queue == pairs.c.queue)
-    bounded = (
-        select(literal(1)).where(*in_pair).limit(cap + 1).correlate(pairs).subquery("bounded")
-    )
+    bounded = select(literal(1)).where(*in_pair).limit(cap + 1).correlate(pairs).subquery("bounded")
     count = case(
         (
             pairs.c.state.in_(final),
@@ -174,6 +172,4 @@ def _sampled_final_counts(
     )
     if queue is not None:
         stmt = stmt.where(sample.c.queue == queue)
-    return {
-        (name, JobState(state)): round(float(n)) for name, state, n in conn.execute(stmt)
-    }
+    return {(name, JobState(state)): round(float(n)) for name, state, n in conn.execute(stmt)}

@@ -105,9 +105,13 @@ def _ranked_postgresql(
 
     stmt = (
         select(
-            run.c.queue, b, *_outcome_counts(run),
-            disc(run.c.queue_ms), disc(run.c.duration_ms),
-            func.count(run.c.queue_ms), func.count(run.c.duration_ms),
+            run.c.queue,
+            b,
+            *_outcome_counts(run),
+            disc(run.c.queue_ms),
+            disc(run.c.duration_ms),
+            func.count(run.c.queue_ms),
+            func.count(run.c.duration_ms),
         )
         .where(run.c.finished_at >= since, run.c.finished_at <= now)
         .group_by(func.grouping_sets(tuple_(run.c.queue, b), tuple_(run.c.queue)))
@@ -164,8 +168,14 @@ def _ranked_in_python(
             queued.sort()
             ran.sort()
             done, bad = counts[q][i]
-            per_bucket[i] = (done, bad, _nearest(queued, 50), _nearest(queued, 95),
-                             _nearest(ran, 50), _nearest(ran, 95))
+            per_bucket[i] = (
+                done,
+                bad,
+                _nearest(queued, 50),
+                _nearest(queued, 95),
+                _nearest(ran, 50),
+                _nearest(ran, 95),
+            )
         queued, ran = (sorted(v for pair in per.values() for v in pair[k]) for k in (0, 1))
         result[q] = (per_bucket, (_over_window(queued), _over_window(ran)))
     return result
@@ -191,7 +201,9 @@ def claimed_waits(
     found: dict[str, Waits] = defaultdict(dict)
     settled = (
         select(
-            run.c.queue, b, func.max(run.c.queue_ms),
+            run.c.queue,
+            b,
+            func.max(run.c.queue_ms),
             func.min(_epoch_ms(db, run.c.started_at) - run.c.queue_ms),
         )
         # Runs that started before the window are dropped below, not here: a filter on

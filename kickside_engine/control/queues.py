@@ -317,8 +317,14 @@ def _set_paused(
         if not paused:
             notify_in_transaction(db, conn, name)
         record_audit(
-            db, conn, actor, "pause" if paused else "resume", "queue", name,
-            {"paused": paused, "changed": changed}, now,
+            db,
+            conn,
+            actor,
+            "pause" if paused else "resume",
+            "queue",
+            name,
+            {"paused": paused, "changed": changed},
+            now,
         )
         (info,) = queue_infos(db, conn, now, name=name)
     if not paused:

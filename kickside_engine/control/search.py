@@ -100,7 +100,9 @@ def scan_jobs(
             boundary = job_from_row(row)
             full = len(jobs) == limit
             return ScanPage(
-                jobs, _encode_cursor(boundary), complete=full,
+                jobs,
+                _encode_cursor(boundary),
+                complete=full,
                 scanned_to=None if full else boundary.inserted_at,
             )
     more = len(jobs) > limit

@@ -89,9 +89,7 @@ def lock_jobs(
     rows: list[Row[Any]] = []
     for start in range(0, len(ordered), CHUNK):
         stmt = (
-            select(*selected)
-            .where(job.c.id.in_(ordered[start : start + CHUNK]))
-            .order_by(job.c.id)
+            select(*selected).where(job.c.id.in_(ordered[start : start + CHUNK])).order_by(job.c.id)
         )
         if db.is_postgresql:
             stmt = stmt.with_for_update()

@@ -34,14 +34,18 @@ def _target(kind: str, target: str) -> str:
 def audit(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option("--limit", help="Entries per page (1..1000).")] = 50,
-    action: Annotated[str | None, typer.Option(
-        "--action", metavar="ACTION",
-        help=f"Only this action: {', '.join(AUDIT_ACTIONS)} (or one an application "
-        "records).")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="Only this target "
-                                               "(a job id, a queue name).")] = None,
-    cursor: Annotated[str | None, typer.Option("--cursor", help="Continue after a page.")]
-    = None,
+    action: Annotated[
+        str | None,
+        typer.Option(
+            "--action",
+            metavar="ACTION",
+            help=f"Only this action: {', '.join(AUDIT_ACTIONS)} (or one an application records).",
+        ),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="Only this target (a job id, a queue name).")
+    ] = None,
+    cursor: Annotated[str | None, typer.Option("--cursor", help="Continue after a page.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """List the audit trail of operator actions, newest first."""
@@ -54,11 +58,23 @@ def audit(
         return
     output.table(
         None,
-        ("at (UTC)", "actor", Column("host", priority=3), "action",
-         Column("target", flex=True), Column("details", priority=2, flex=True)),
+        (
+            "at (UTC)",
+            "actor",
+            Column("host", priority=3),
+            "action",
+            Column("target", flex=True),
+            Column("details", priority=2, flex=True),
+        ),
         [
-            [short_time(e.at), e.actor, e.host, e.action, _target(e.target_type, e.target),
-             json.dumps(redact_value(e.details), ensure_ascii=False)]
+            [
+                short_time(e.at),
+                e.actor,
+                e.host,
+                e.action,
+                _target(e.target_type, e.target),
+                json.dumps(redact_value(e.details), ensure_ascii=False),
+            ]
             for e in page.entries
         ],
     )

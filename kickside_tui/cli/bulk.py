@@ -40,9 +40,7 @@ app = typer.Typer(help="Retry, cancel or discard every job a filter selects, in 
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the count and a sample; change nothing.")
 ]
-BatchOption = Annotated[
-    int, typer.Option("--batch", help="Jobs per transaction (1..5000).")
-]
+BatchOption = Annotated[int, typer.Option("--batch", help="Jobs per transaction (1..5000).")]
 AllOption = Annotated[
     bool, typer.Option("--all", help="Allow an empty filter: act on every eligible job.")
 ]
@@ -59,8 +57,10 @@ SampleOption = Annotated[int, typer.Option("--sample", help="Jobs shown by --dry
 def _excluded_note(preview: BulkPreview) -> str:
     if not preview.completed_excluded:
         return ""
-    return (f" ({preview.completed_excluded} completed jobs left out: --include-completed "
-            "retries them, running them again)")
+    return (
+        f" ({preview.completed_excluded} completed jobs left out: --include-completed "
+        "retries them, running them again)"
+    )
 
 
 def _confirm(preview: BulkPreview, yes: bool) -> None:
@@ -73,25 +73,31 @@ def _confirm(preview: BulkPreview, yes: bool) -> None:
         )
         return
     scope = "EVERY job (no filter)" if preview.all_jobs else f"{preview.count} jobs"
-    confirm_count(
-        f"{preview.action.capitalize()} {scope}{_excluded_note(preview)}?", preview.count
-    )
+    confirm_count(f"{preview.action.capitalize()} {scope}{_excluded_note(preview)}?", preview.count)
 
 
 def _run(
-    ctx: typer.Context, action: str, state: list[str] | None, queue: list[str] | None,
-    worker: list[str] | None, tag: list[str] | None, search: str | None, every: bool,
-    include_completed: bool, dry_run: bool, batch: int, sample: int, yes: bool,
+    ctx: typer.Context,
+    action: str,
+    state: list[str] | None,
+    queue: list[str] | None,
+    worker: list[str] | None,
+    tag: list[str] | None,
+    search: str | None,
+    every: bool,
+    include_completed: bool,
+    dry_run: bool,
+    batch: int,
+    sample: int,
+    yes: bool,
     as_json: bool,
 ) -> None:
     flt = job_filter(state, queue, worker, tag, search)
     if not flt.as_dict() and not every:
         raise InvalidArgumentError(
-            f"bulk {action} needs a filter (--state, --queue, --worker, --tag, --search) "
-            "or --all"
+            f"bulk {action} needs a filter (--state, --queue, --worker, --tag, --search) or --all"
         )
-    if action == "retry" and "completed" in {s.value for s in flt.states} \
-            and not include_completed:
+    if action == "retry" and "completed" in {s.value for s in flt.states} and not include_completed:
         raise InvalidArgumentError(
             "bulk retry --state completed runs completed jobs a second time: add "
             "--include-completed to mean it"
@@ -99,34 +105,57 @@ def _run(
     if not 1 <= batch <= MAX_BATCH:
         raise InvalidArgumentError(f"--batch must be 1..{MAX_BATCH}, got {batch}")
     db = open_database(ctx)
-    preview = bulk_preview(db, action, flt, all_jobs=every, include_completed=include_completed,
-                           sample=sample, now=now())
+    preview = bulk_preview(
+        db,
+        action,
+        flt,
+        all_jobs=every,
+        include_completed=include_completed,
+        sample=sample,
+        now=now(),
+    )
     if dry_run:
         if as_json:
-            output.emit_json({
-                "action": action, "filter": flt.as_dict(), "dry_run": True,
-                "include_completed": include_completed, "count": preview.count,
-                "completed_excluded": preview.completed_excluded,
-                "sample": [job_document(j) for j in preview.sample],
-            })
+            output.emit_json(
+                {
+                    "action": action,
+                    "filter": flt.as_dict(),
+                    "dry_run": True,
+                    "include_completed": include_completed,
+                    "count": preview.count,
+                    "completed_excluded": preview.completed_excluded,
+                    "sample": [job_document(j) for j in preview.sample],
+                }
+            )
             return
-        output.table(f"{action} would change {preview.count} jobs; newest:", JOB_COLUMNS,
-                     job_rows(preview.sample))
+        output.table(
+            f"{action} would change {preview.count} jobs; newest:",
+            JOB_COLUMNS,
+            job_rows(preview.sample),
+        )
         if preview.completed_excluded:
             output.note(_excluded_note(preview).strip(" ()"))
         return
-    result_doc = {"action": action, "filter": flt.as_dict(),
-                  "include_completed": include_completed, "matched": 0, "changed": 0,
-                  "moved_on": 0}
+    result_doc = {
+        "action": action,
+        "filter": flt.as_dict(),
+        "include_completed": include_completed,
+        "matched": 0,
+        "changed": 0,
+        "moved_on": 0,
+    }
     if preview.count:
         _confirm(preview, yes)
         with output.progress(f"bulk {action}", total=preview.count) as tracker:
             result = bulk_apply(
-                db, preview, actor(), now(), batch=batch,
+                db,
+                preview,
+                actor(),
+                now(),
+                batch=batch,
                 on_progress=lambda done, total: tracker.update(completed=done, total=total),
             )
-        result_doc.update(matched=result.matched, changed=result.changed,
-                          moved_on=result.moved_on)
+        result_doc.update(matched=result.matched, changed=result.changed, moved_on=result.moved_on)
     if as_json:
         output.emit_json(result_doc)
         return
@@ -155,11 +184,28 @@ def _command(action: str, summary: str) -> None:
         yes: YesOption = False,
         as_json: JsonOption = False,
     ) -> None:
-        _run(ctx, action, state, queue, worker, tag, search, every, include_completed,
-             dry_run, batch, sample, yes, as_json)
+        _run(
+            ctx,
+            action,
+            state,
+            queue,
+            worker,
+            tag,
+            search,
+            every,
+            include_completed,
+            dry_run,
+            batch,
+            sample,
+            yes,
+            as_json,
+        )
 
 
-_command("retry", "Make every selected retryable, scheduled, parked, cancelled or discarded "
-         "job available (completed ones only with --include-completed).")
+_command(
+    "retry",
+    "Make every selected retryable, scheduled, parked, cancelled or discarded "
+    "job available (completed ones only with --include-completed).",
+)
 _command("cancel", "Cancel every selected job that is not final (executing ones are aborted).")
 _command("discard", "Discard every selected job that is not final.")

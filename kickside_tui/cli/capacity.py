@@ -29,23 +29,35 @@ def capacity(ctx: typer.Context, as_json: JsonOption = False) -> None:
         return
     groups = capacity_groups(open_database(ctx), now())
     if as_json:
-        output.emit_json({"groups": [
-            {**output.to_jsonable(g), "near_limit": g.near_limit} for g in groups
-        ]})
+        output.emit_json(
+            {"groups": [{**output.to_jsonable(g), "near_limit": g.near_limit} for g in groups]}
+        )
         return
     output.table(
         None,
-        ("group", Column("settings", priority=3), Column("global limit", justify="right"),
-         Column("per-key limit", justify="right"), Column("executing", justify="right"),
-         Column("busiest keys", priority=4, flex=True), Column("waiting", justify="right"),
-         Column("problem", priority=2, flex=True)),
+        (
+            "group",
+            Column("settings", priority=3),
+            Column("global limit", justify="right"),
+            Column("per-key limit", justify="right"),
+            Column("executing", justify="right"),
+            Column("busiest keys", priority=4, flex=True),
+            Column("waiting", justify="right"),
+            Column("problem", priority=2, flex=True),
+        ),
         [
             [
-                g.group, g.settings_namespace, _limit(g.global_limit), _limit(g.per_key_limit),
+                g.group,
+                g.settings_namespace,
+                _limit(g.global_limit),
+                _limit(g.per_key_limit),
                 g.executing,
-                ", ".join(f"{k or '(none)'}:{n}" for k, n in
-                          sorted(g.per_key.items(), key=lambda kv: -kv[1])[:5]),
-                g.waiting, g.problem,
+                ", ".join(
+                    f"{k or '(none)'}:{n}"
+                    for k, n in sorted(g.per_key.items(), key=lambda kv: -kv[1])[:5]
+                ),
+                g.waiting,
+                g.problem,
             ]
             for g in groups
         ],
@@ -66,20 +78,29 @@ def capacity(ctx: typer.Context, as_json: JsonOption = False) -> None:
 @writes
 def set_limits(
     ctx: typer.Context,
-    namespace: Annotated[str, typer.Argument(metavar="NAMESPACE",
-                                             help="The group's settings namespace.")],
-    global_limit: Annotated[int, typer.Option("--global-limit", metavar="N",
-                                              help="Jobs of the group running at once.")],
-    per_key_limit: Annotated[int, typer.Option("--per-key-limit", metavar="N",
-                                               help="Jobs per concurrency key at once.")],
-    global_key: Annotated[str, typer.Option("--global-key", metavar="KEY", help="Setting key "
-                                            "of the global limit.")] = "global_limit",
-    per_key_key: Annotated[str, typer.Option("--per-key-key", metavar="KEY", help="Setting "
-                                             "key of the per-key limit.")]
-    = "concurrency_key_limit",
-    create: Annotated[bool, typer.Option(
-        "--create", help="Set limits under a namespace no job declares and no setting uses "
-        "yet (before the workers that declare it are deployed).")] = False,
+    namespace: Annotated[
+        str, typer.Argument(metavar="NAMESPACE", help="The group's settings namespace.")
+    ],
+    global_limit: Annotated[
+        int, typer.Option("--global-limit", metavar="N", help="Jobs of the group running at once.")
+    ],
+    per_key_limit: Annotated[
+        int, typer.Option("--per-key-limit", metavar="N", help="Jobs per concurrency key at once.")
+    ],
+    global_key: Annotated[
+        str, typer.Option("--global-key", metavar="KEY", help="Setting key of the global limit.")
+    ] = "global_limit",
+    per_key_key: Annotated[
+        str, typer.Option("--per-key-key", metavar="KEY", help="Setting key of the per-key limit.")
+    ] = "concurrency_key_limit",
+    create: Annotated[
+        bool,
+        typer.Option(
+            "--create",
+            help="Set limits under a namespace no job declares and no setting uses "
+            "yet (before the workers that declare it are deployed).",
+        ),
+    ] = False,
     yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -91,13 +112,22 @@ def set_limits(
     db = open_database(ctx)
     if stops_work(global_limit, per_key_limit):
         zero = "--global-limit" if global_limit == 0 else "--per-key-limit"
-        unless_yes(yes, f"Stop capacity group {namespace}? With {zero} 0 no job of the group "
-                   "is admitted (running ones finish) until the limit is raised.")
+        unless_yes(
+            yes,
+            f"Stop capacity group {namespace}? With {zero} 0 no job of the group "
+            "is admitted (running ones finish) until the limit is raised.",
+        )
     try:
         written = set_capacity(
-            db, namespace, global_limit=global_limit, per_key_limit=per_key_limit,
-            actor=actor(), now=now(), global_limit_key=global_key,
-            concurrency_key_limit_key=per_key_key, create=create,
+            db,
+            namespace,
+            global_limit=global_limit,
+            per_key_limit=per_key_limit,
+            actor=actor(),
+            now=now(),
+            global_limit_key=global_key,
+            concurrency_key_limit_key=per_key_key,
+            create=create,
         )
     except NotFoundError as exc:
         raise NotFoundError(f"{exc}; --create sets it anyway", exc.details) from None
@@ -105,6 +135,5 @@ def set_limits(
         output.emit_json({"namespace": namespace, "settings": written})
         return
     output.plain(
-        f"capacity {namespace}: "
-        + ", ".join(f"{key}={value}" for key, value in written.items())
+        f"capacity {namespace}: " + ", ".join(f"{key}={value}" for key, value in written.items())
     )

@@ -217,9 +217,7 @@ def json_object(text: str, option: str) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"{option} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise InvalidArgumentError(
-            f"{option} must be a JSON object, got {type(value).__name__}"
-        )
+        raise InvalidArgumentError(f"{option} must be a JSON object, got {type(value).__name__}")
     return value
 
 

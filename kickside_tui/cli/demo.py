@@ -116,10 +116,14 @@ def run_demo(
     where = demo_database.describe(db)
     found = demo_database.foreign_data(db)  # before anything is written, migrations included
     if found and (reset or not force):
-        verb, hint = ("reset", "") if reset else (
-            "run the demo on",
-            " (the demo runs on a database of its own unless given --database-url; "
-            "--force writes into this one anyway)",
+        verb, hint = (
+            ("reset", "")
+            if reset
+            else (
+                "run the demo on",
+                " (the demo runs on a database of its own unless given --database-url; "
+                "--force writes into this one anyway)",
+            )
         )
         raise demo_database.not_the_demos(db, verb, found, hint)
     if found:

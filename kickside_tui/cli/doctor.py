@@ -31,15 +31,20 @@ def doctor(ctx: typer.Context, as_json: JsonOption = False) -> None:
         pass  # the report's schema finding explains it
     report = engine_doctor(db, now())
     findings = [
-        {"check": f.check, "status": f.status, "message": redact_text(f.message),
-         "data": redact_value(f.data)}
+        {
+            "check": f.check,
+            "status": f.status,
+            "message": redact_text(f.message),
+            "data": redact_value(f.data),
+        }
         for f in report.findings
     ]
     if as_json:
         output.emit_json({"ok": report.ok, "findings": findings})
     else:
         for f in findings:
-            output.plain(f"{_MARK.get(str(f['status']), f['status'])}  {f['check']}: "
-                         f"{f['message']}")
+            output.plain(
+                f"{_MARK.get(str(f['status']), f['status'])}  {f['check']}: {f['message']}"
+            )
     if not report.ok:
         raise typer.Exit(1)

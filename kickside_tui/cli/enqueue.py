@@ -81,47 +81,75 @@ def enqueue_command(
     ctx: typer.Context,
     worker: Annotated[str, typer.Argument(help="The worker's permanent name.")],
     args: Annotated[str, typer.Option("--args", help="The job's args: a JSON object.")] = "{}",
-    queue: Annotated[str | None, typer.Option("--queue", help="Queue (default: the worker's, "
-                                              "else 'default').")] = None,
-    priority: Annotated[int | None, typer.Option("--priority", help="0 (highest) .. 9.")]
-    = None,
-    schedule_in: Annotated[float | None, typer.Option("--schedule-in", metavar="SECONDS",
-                                                      help="Run after this many seconds.")]
-    = None,
-    schedule_at: Annotated[str | None, typer.Option("--schedule-at", metavar="ISO",
-                                                    help="Run at this time (with a timezone).")]
-    = None,
-    max_attempts: Annotated[int | None, typer.Option(
-        "--max-attempts", metavar="N", help="Attempts before the job is discarded.")] = None,
-    tags: Annotated[list[str] | None, typer.Option(
-        "--tag", help="A tag; repeat it for several (a comma is part of the tag).")] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", help="Queue (default: the worker's, else 'default').")
+    ] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="0 (highest) .. 9.")] = None,
+    schedule_in: Annotated[
+        float | None,
+        typer.Option("--schedule-in", metavar="SECONDS", help="Run after this many seconds."),
+    ] = None,
+    schedule_at: Annotated[
+        str | None,
+        typer.Option("--schedule-at", metavar="ISO", help="Run at this time (with a timezone)."),
+    ] = None,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option("--max-attempts", metavar="N", help="Attempts before the job is discarded."),
+    ] = None,
+    tags: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="A tag; repeat it for several (a comma is part of the tag)."),
+    ] = None,
     meta: Annotated[str | None, typer.Option("--meta", help="Meta: a JSON object.")] = None,
-    unique: Annotated[str | None, typer.Option("--unique", metavar="args|worker|keys:A,B",
-                                               help="At most one such job while incomplete.")]
-    = None,
-    unique_period: Annotated[float | None, typer.Option("--unique-period", metavar="SECONDS",
-                                                        help="Unique per time bucket instead.")]
-    = None,
-    slot: Annotated[bool, typer.Option("--slot", help="Enroll a slot job (needs --namespace, "
-                                       "--scope and --key).")] = False,
-    namespace: Annotated[str | None, typer.Option("--namespace", help="Slot namespace.")]
-    = None,
+    unique: Annotated[
+        str | None,
+        typer.Option(
+            "--unique",
+            metavar="args|worker|keys:A,B",
+            help="At most one such job while incomplete.",
+        ),
+    ] = None,
+    unique_period: Annotated[
+        float | None,
+        typer.Option("--unique-period", metavar="SECONDS", help="Unique per time bucket instead."),
+    ] = None,
+    slot: Annotated[
+        bool,
+        typer.Option("--slot", help="Enroll a slot job (needs --namespace, --scope and --key)."),
+    ] = False,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Slot namespace.")] = None,
     scope: Annotated[str | None, typer.Option("--scope", help="Slot scope.")] = None,
     key: Annotated[str | None, typer.Option("--key", help="Slot key.")] = None,
     demand: Annotated[bool, typer.Option("--demand", help="Ask the slot to run now.")] = False,
-    concurrency_key: Annotated[str | None, typer.Option(
-        "--concurrency-key", metavar="KEY",
-        help="Concurrency key: its capacity group limits running jobs per key.")] = None,
-    max_execution: Annotated[float | None, typer.Option("--max-execution", metavar="SECONDS",
-                                                        help="Kill an attempt running longer.")]
-    = None,
-    app: Annotated[str | None, typer.Option("--app", help="Module with the WorkerRegistry "
-                                            "whose defaults to use (module[:attribute]).")]
-    = None,
-    sensitive_keys: Annotated[list[str] | None, typer.Option(
-        "--sensitive-key", metavar="NAME",
-        help="Args keys to redact wherever the job is shown (repeat, or comma-separate; "
-             "--app adds the worker's declared ones).")] = None,
+    concurrency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--concurrency-key",
+            metavar="KEY",
+            help="Concurrency key: its capacity group limits running jobs per key.",
+        ),
+    ] = None,
+    max_execution: Annotated[
+        float | None,
+        typer.Option("--max-execution", metavar="SECONDS", help="Kill an attempt running longer."),
+    ] = None,
+    app: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="Module with the WorkerRegistry whose defaults to use (module[:attribute]).",
+        ),
+    ] = None,
+    sensitive_keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sensitive-key",
+            metavar="NAME",
+            help="Args keys to redact wherever the job is shown (repeat, or comma-separate; "
+            "--app adds the worker's declared ones).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Enqueue a job for WORKER; with --namespace/--scope/--key (or --slot) enroll a slot.
@@ -169,8 +197,13 @@ def enqueue_command(
     with db.begin() as conn:  # the job and its audit row commit together
         inserted = enqueue(db, builder, conn=conn, now=when)
         opts = builder.options
-        details = {"worker": opts.worker, "queue": opts.queue, "kind": opts.kind.value,
-                   "duplicate": inserted.duplicate, "state": inserted.state.value}
+        details = {
+            "worker": opts.worker,
+            "queue": opts.queue,
+            "kind": opts.kind.value,
+            "duplicate": inserted.duplicate,
+            "state": inserted.state.value,
+        }
         record_audit(db, conn, actor(), "enqueue", "job", str(inserted.id), details, when)
     document = {"id": inserted.id, "duplicate": inserted.duplicate, "state": inserted.state}
     if as_json:

@@ -51,13 +51,24 @@ def _report(action: str, job: Job, as_json: bool, verb: str) -> None:
         output.info(f"{verb} job {job.id}: now {job.state.value}")
 
 
-_VERBS = {"retry": "retried", "resume": "resumed", "cancel": "cancelled",
-          "discard": "discarded", "delete": "deleted"}
+_VERBS = {
+    "retry": "retried",
+    "resume": "resumed",
+    "cancel": "cancelled",
+    "discard": "discarded",
+    "delete": "deleted",
+}
 
 
 def _act(
-    ctx: typer.Context, ident: str, action: str, fn: JobActionFn, as_json: bool,
-    *, confirm: str | None = None, yes: bool = False,
+    ctx: typer.Context,
+    ident: str,
+    action: str,
+    fn: JobActionFn,
+    as_json: bool,
+    *,
+    confirm: str | None = None,
+    yes: bool = False,
 ) -> None:
     """Resolve ``ident``, ask ``confirm`` (with the job's full id) unless ``yes``, then act."""
     parsed = job_id(ctx, ident)
@@ -72,22 +83,34 @@ def _act(
 def wake(
     ctx: typer.Context,
     ident: JobIdArgument,
-    ensure_due: Annotated[bool, typer.Option(
-        "--ensure-due", help="Leave a job that is already due or running exactly as it is.")]
-    = False,
-    ordinary: Annotated[bool, typer.Option(
-        "--ordinary", help="Ordinary demand (new work for a slot) instead of a control wake.")]
-    = False,
+    ensure_due: Annotated[
+        bool,
+        typer.Option(
+            "--ensure-due", help="Leave a job that is already due or running exactly as it is."
+        ),
+    ] = False,
+    ordinary: Annotated[
+        bool,
+        typer.Option(
+            "--ordinary", help="Ordinary demand (new work for a slot) instead of a control wake."
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Wake a job: make pending work due now, or leave a follow-up on a running one."""
     parsed = job_id(ctx, ident)
     db = open_database(ctx)
     when = now()
-    result = wake_job(db, parsed, control=not ordinary, ensure_due=ensure_due, now=when,
-                      actor=actor())  # the wake and its audit row commit together
-    details = {"control": not ordinary, "ensure_due": ensure_due, "woke": result.woke,
-               "already_due": result.already_due, "state": result.state.value}
+    result = wake_job(
+        db, parsed, control=not ordinary, ensure_due=ensure_due, now=when, actor=actor()
+    )  # the wake and its audit row commit together
+    details = {
+        "control": not ordinary,
+        "ensure_due": ensure_due,
+        "woke": result.woke,
+        "already_due": result.already_due,
+        "state": result.state.value,
+    }
     if as_json:
         output.emit_json({"action": "wake", **details, "job_id": result.job_id})
         return
@@ -100,7 +123,9 @@ def wake(
 @handles_errors
 @writes
 def park(
-    ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
+    ctx: typer.Context,
+    ident: JobIdArgument,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Park a slot: it rests (pending demand and wakes cleared) until its next wake.
@@ -113,8 +138,11 @@ def park(
     if current is None:
         raise NotFoundError(f"job {parsed} not found")
     if current.is_slot and current.state is not JobState.PARKED:
-        unless_yes(yes, f"Park slot {parsed} ({current.state.value})? Its pending demand and "
-                   "wakes are cleared.")
+        unless_yes(
+            yes,
+            f"Park slot {parsed} ({current.state.value})? Its pending demand and "
+            "wakes are cleared.",
+        )
     _report("park", park_job(db, parsed, now=now(), actor=actor()), as_json, "parked")
 
 
@@ -140,7 +168,9 @@ def retry(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False)
 @handles_errors
 @writes
 def cancel(
-    ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
+    ctx: typer.Context,
+    ident: JobIdArgument,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Cancel a job that is not final (an executing one is aborted on its node)."""
@@ -150,7 +180,9 @@ def cancel(
 @handles_errors
 @writes
 def discard(
-    ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
+    ctx: typer.Context,
+    ident: JobIdArgument,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Discard a job that is not final (an executing one is aborted on its node)."""
@@ -160,9 +192,18 @@ def discard(
 @handles_errors
 @writes
 def delete(
-    ctx: typer.Context, ident: JobIdArgument, yes: YesOption = False,
+    ctx: typer.Context,
+    ident: JobIdArgument,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Delete a job that is not executing, with its run history."""
-    _act(ctx, ident, "delete", delete_job, as_json, yes=yes,
-         confirm="Delete job {id} and its run history?")
+    _act(
+        ctx,
+        ident,
+        "delete",
+        delete_job,
+        as_json,
+        yes=yes,
+        confirm="Delete job {id} and its run history?",
+    )

@@ -30,8 +30,10 @@ from kickside_tui.cli.output import Column
 
 StateOption = Annotated[
     list[str] | None,
-    typer.Option("--state", help="Only jobs in these states: repeat it, or comma-separate "
-                 "(retryable,discarded)."),
+    typer.Option(
+        "--state",
+        help="Only jobs in these states: repeat it, or comma-separate (retryable,discarded).",
+    ),
 ]
 QueueOption = Annotated[
     list[str] | None,
@@ -43,8 +45,11 @@ WorkerOption = Annotated[
 ]
 TagOption = Annotated[
     list[str] | None,
-    typer.Option("--tag", help="Only jobs with this tag; repeat it for several (each must be "
-                 "present). A comma is part of the tag."),
+    typer.Option(
+        "--tag",
+        help="Only jobs with this tag; repeat it for several (each must be "
+        "present). A comma is part of the tag.",
+    ),
 ]
 SearchOption = Annotated[
     str | None, typer.Option("--search", help="Text in the args or an error message.")
@@ -90,7 +95,8 @@ def job_rows(jobs: list[Job]) -> list[list[object]]:
             ", ".join(j.tags),
             short_time(j.scheduled_at),
             first_line(j.errors[-1].error, 200, declared_sensitive_keys(j.meta))
-            if j.errors else "",
+            if j.errors
+            else "",
         ]
         for j in jobs
     ]
@@ -152,41 +158,70 @@ def job(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -
         return
     j = detail.job
     pairs: list[tuple[str, object]] = [
-        ("id", j.id), ("kind", j.kind.value), ("state", j.state.value), ("queue", j.queue),
-        ("worker", j.worker), ("attempt", f"{j.attempt}/{j.max_attempts}"),
-        ("priority", j.priority), ("tags", ", ".join(j.tags)),
+        ("id", j.id),
+        ("kind", j.kind.value),
+        ("state", j.state.value),
+        ("queue", j.queue),
+        ("worker", j.worker),
+        ("attempt", f"{j.attempt}/{j.max_attempts}"),
+        ("priority", j.priority),
+        ("tags", ", ".join(j.tags)),
     ]
     if j.is_slot or j.namespace:
         pairs += [
             ("identity", f"{j.namespace}/{j.scope}/{j.identity_key}"),
-            ("demand", f"pending={j.demand_pending} control={j.control_pending} "
-                       f"seq={j.demand_seq}"),
+            (
+                "demand",
+                f"pending={j.demand_pending} control={j.control_pending} seq={j.demand_seq}",
+            ),
             ("purge", f"{purge.describe()}: the slot runs no more" if purge else None),
         ]
     pairs += [
-        ("concurrency key", j.concurrency_key), ("capacity group", j.capacity_group),
-        ("lease", f"{j.lease_owner} until {utc_time(j.lease_expires_at)}"
-         if j.lease_owner and j.lease_expires_at else None),
+        ("concurrency key", j.concurrency_key),
+        ("capacity group", j.capacity_group),
+        (
+            "lease",
+            f"{j.lease_owner} until {utc_time(j.lease_expires_at)}"
+            if j.lease_owner and j.lease_expires_at
+            else None,
+        ),
         ("max execution", seconds(j.max_execution_ms / 1000) if j.max_execution_ms else None),
-        ("inserted at", utc_time(j.inserted_at)), ("scheduled at", utc_time(j.scheduled_at)),
-        ("attempted at", utc_time(j.attempted_at)), ("finalized at", utc_time(j.finalized_at)),
+        ("inserted at", utc_time(j.inserted_at)),
+        ("scheduled at", utc_time(j.scheduled_at)),
+        ("attempted at", utc_time(j.attempted_at)),
+        ("finalized at", utc_time(j.finalized_at)),
         ("args", json.dumps(document["args"], ensure_ascii=False)),
         ("meta", json.dumps(document["meta"], ensure_ascii=False)),
     ]
     output.fields(f"job {j.id}", [(k, v) for k, v in pairs if v not in (None, "")])
     if document["errors"]:
         output.table(
-            "errors", ("attempt", "at (UTC)", "error"),
-            [[e.attempt, short_time(e.at), shown["error"]]
-             for e, shown in zip(j.errors, document["errors"], strict=True)],
+            "errors",
+            ("attempt", "at (UTC)", "error"),
+            [
+                [e.attempt, short_time(e.at), shown["error"]]
+                for e, shown in zip(j.errors, document["errors"], strict=True)
+            ],
         )
     output.table(
-        "runs", (Column("#", justify="right"), Column("attempt", priority=2), "node",
-                 "started (UTC)", Column("finished (UTC)", priority=3), "took", "outcome",
-                 Column("error", priority=1, flex=True)),
+        "runs",
+        (
+            Column("#", justify="right"),
+            Column("attempt", priority=2),
+            "node",
+            "started (UTC)",
+            Column("finished (UTC)", priority=3),
+            "took",
+            "outcome",
+            Column("error", priority=1, flex=True),
+        ),
         [
             [
-                i, r.attempt, r.node, short_time(r.started_at), short_time(r.finished_at),
+                i,
+                r.attempt,
+                r.node,
+                short_time(r.started_at),
+                short_time(r.finished_at),
                 seconds(r.duration_ms / 1000) if r.duration_ms is not None else "",
                 r.outcome.value if r.outcome else "running",
                 first_line(r.error, 500, declared),

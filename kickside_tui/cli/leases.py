@@ -38,8 +38,10 @@ def lease_document(job: Job, at: datetime) -> dict[str, Any]:
 @handles_errors
 def leases(
     ctx: typer.Context,
-    queue: Annotated[list[str] | None, typer.Option(
-        "--queue", help="Only these queues (repeat, or comma-separate).")] = None,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option("--queue", help="Only these queues (repeat, or comma-separate)."),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many (1..1000).")] = 200,
     as_json: JsonOption = False,
 ) -> None:
@@ -53,18 +55,31 @@ def leases(
         return
     output.table(
         None,
-        ("job id", "worker", Column("queue", priority=3), "node",
-         Column("lease expires (UTC)", priority=4), Column("elapsed", justify="right"),
-         Column("max execution", priority=2, justify="right"),
-         Column("attention", priority=1, flex=True)),
+        (
+            "job id",
+            "worker",
+            Column("queue", priority=3),
+            "node",
+            Column("lease expires (UTC)", priority=4),
+            Column("elapsed", justify="right"),
+            Column("max execution", priority=2, justify="right"),
+            Column("attention", priority=1, flex=True),
+        ),
         [
             [
-                d["job_id"], d["worker"], d["queue"], d["node"],
-                short_time(d["lease_expires_at"]), seconds(d["elapsed_seconds"]),
+                d["job_id"],
+                d["worker"],
+                d["queue"],
+                d["node"],
+                short_time(d["lease_expires_at"]),
+                seconds(d["elapsed_seconds"]),
                 seconds(d["max_execution_seconds"]),
                 ", ".join(
-                    flag for flag, on in (("lease expired", d["lease_expired"]),
-                                          ("over max execution", d["over_max_execution"]))
+                    flag
+                    for flag, on in (
+                        ("lease expired", d["lease_expired"]),
+                        ("over max execution", d["over_max_execution"]),
+                    )
                     if on
                 ),
             ]

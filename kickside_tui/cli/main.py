@@ -43,8 +43,14 @@ app = typer.Typer(
 
 
 #: The root's parameters, by the CliState field each sets.
-_GIVEN = {"database_url": "database_url", "schema": "schema", "read_only": "read_only",
-          "config_file": "config_file", "as_json": "json", "wide": "wide"}
+_GIVEN = {
+    "database_url": "database_url",
+    "schema": "schema",
+    "read_only": "read_only",
+    "config_file": "config_file",
+    "as_json": "json",
+    "wide": "wide",
+}
 
 
 @app.callback()
@@ -69,11 +75,19 @@ def root(
 ) -> None:
     """Options shared by every command (each also takes them after its name)."""
     given = {
-        option for param, option in _GIVEN.items()
+        option
+        for param, option in _GIVEN.items()
         if getattr(ctx.get_parameter_source(param), "name", None) == "COMMANDLINE"
     }
-    ctx.obj = CliState(database_url=database_url, schema=schema, read_only=read_only,
-                       json=as_json, wide=wide, config_file=config_file, given=given)
+    ctx.obj = CliState(
+        database_url=database_url,
+        schema=schema,
+        read_only=read_only,
+        json=as_json,
+        wide=wide,
+        config_file=config_file,
+        given=given,
+    )
     output.configure(wide=wide)
     ctx.call_on_close(ctx.obj.close)
 

@@ -21,16 +21,28 @@ def nodes(ctx: typer.Context, as_json: JsonOption = False) -> None:
         return
     output.table(
         None,
-        ("node", Column("host", priority=3), Column("pid", priority=5, justify="right"),
-         Column("queues", flex=True), Column("code version", priority=4),
-         Column("executors", priority=2), Column("started (UTC)", priority=6),
-         Column("heartbeat age", justify="right"), "stale"),
+        (
+            "node",
+            Column("host", priority=3),
+            Column("pid", priority=5, justify="right"),
+            Column("queues", flex=True),
+            Column("code version", priority=4),
+            Column("executors", priority=2),
+            Column("started (UTC)", priority=6),
+            Column("heartbeat age", justify="right"),
+            "stale",
+        ),
         [
             [
-                n.name, n.host, n.pid,
+                n.name,
+                n.host,
+                n.pid,
                 ", ".join(f"{q}:{c}" for q, c in sorted(n.queues.items())),
-                n.code_version, f"{n.executors_busy}/{n.executors_total}",
-                short_time(n.started_at), seconds(n.heartbeat_age), n.stale,
+                n.code_version,
+                f"{n.executors_busy}/{n.executors_total}",
+                short_time(n.started_at),
+                seconds(n.heartbeat_age),
+                n.stale,
             ]
             for n in infos
         ],

@@ -9,9 +9,7 @@ import typer
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else).")
 ]
-YesOption = Annotated[
-    bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")
-]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 JobIdArgument = Annotated[
     str, typer.Argument(metavar="ID", help="The job's id, or its last 8 to 12 hex digits.")
 ]

@@ -104,9 +104,13 @@ def _write(renderable: RenderableType, width: int | None) -> None:
     tty = _is_terminal()
     buffer = io.StringIO()
     console = Console(
-        file=buffer, width=width or UNLIMITED, force_terminal=tty,
-        color_system="auto" if tty else None, no_color=stdout.no_color,
-        highlight=False, legacy_windows=False,
+        file=buffer,
+        width=width or UNLIMITED,
+        force_terminal=tty,
+        color_system="auto" if tty else None,
+        no_color=stdout.no_color,
+        highlight=False,
+        legacy_windows=False,
     )
     console.print(renderable)
     lines = (_TRAILING_SPACE.sub(r"\1", line) for line in buffer.getvalue().splitlines())
@@ -147,8 +151,16 @@ def error_document(
 ) -> None:
     """Write the one error document every command prints on stdout under ``--json``:
     ``{"error": {"code", "message", "exit_code", "details"}}``."""
-    emit_json({"error": {"code": code, "message": message, "exit_code": exit_code,
-                         "details": details or {}}})
+    emit_json(
+        {
+            "error": {
+                "code": code,
+                "message": message,
+                "exit_code": exit_code,
+                "details": details or {},
+            }
+        }
+    )
 
 
 def _cell(value: Any, *, full_ids: bool = True) -> str:
@@ -220,15 +232,24 @@ def table(
     width = None if wide else terminal_width()
     natural = _widths([c.header for c in cols], texts)
     empty = {i for i in range(len(cols)) if not any(row[i] for row in texts)}
-    kept, cut = (
-        (list(range(len(cols))), {}) if width is None else _fit(cols, natural, width, empty)
+    kept, cut = (list(range(len(cols))), {}) if width is None else _fit(cols, natural, width, empty)
+    t = Table(
+        title=title,
+        title_justify="left",
+        header_style="bold",
+        box=None,
+        pad_edge=False,
+        padding=(0, GAP // 2),
     )
-    t = Table(title=title, title_justify="left", header_style="bold", box=None, pad_edge=False,
-              padding=(0, GAP // 2))
     for i in kept:
         if i in cut:
-            t.add_column(cols[i].header, justify=cols[i].justify, no_wrap=True,
-                         overflow="ellipsis", max_width=cut[i])
+            t.add_column(
+                cols[i].header,
+                justify=cols[i].justify,
+                no_wrap=True,
+                overflow="ellipsis",
+                max_width=cut[i],
+            )
         else:
             t.add_column(cols[i].header, justify=cols[i].justify, overflow="fold")
     for row in texts:
@@ -236,14 +257,22 @@ def table(
     _write(t, width)
     hidden = [cols[i].header for i in range(len(cols)) if i not in kept]
     if hidden and _is_terminal():
-        note(f"[dim]hidden to fit {width} columns: {escape(', '.join(hidden))} "
-             "(--wide shows every column)[/]")
+        note(
+            f"[dim]hidden to fit {width} columns: {escape(', '.join(hidden))} "
+            "(--wide shows every column)[/]"
+        )
 
 
 def fields(title: str | None, pairs: Iterable[tuple[str, Any]]) -> None:
     """Print ``name: value`` pairs as a two-column table to stdout (ids in full)."""
-    t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False,
-              padding=(0, GAP // 2))
+    t = Table(
+        title=title,
+        title_justify="left",
+        show_header=False,
+        box=None,
+        pad_edge=False,
+        padding=(0, GAP // 2),
+    )
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
     for name, value in pairs:
@@ -291,14 +320,19 @@ class Tracker:
         self._task = task
 
     def update(
-        self, *, completed: int | None = None, total: int | None = None,
+        self,
+        *,
+        completed: int | None = None,
+        total: int | None = None,
         description: str | None = None,
     ) -> None:
         """Move the display on (any of the three)."""
         if self._progress is None or self._task is None:
             return
         self._progress.update(
-            self._task, completed=completed, total=total,
+            self._task,
+            completed=completed,
+            total=total,
             description=escape(description) if description is not None else None,
         )
 

@@ -31,9 +31,12 @@ MAX_DAYS = 100_000
 @writes
 def prune(
     ctx: typer.Context,
-    older_than_days: Annotated[float, typer.Option(
-        "--older-than-days", help="Delete final jobs finalized more than this many days ago.")]
-    = 7.0,
+    older_than_days: Annotated[
+        float,
+        typer.Option(
+            "--older-than-days", help="Delete final jobs finalized more than this many days ago."
+        ),
+    ] = 7.0,
     yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -58,8 +61,14 @@ def prune(
             tracker.update(completed=total, description=f"pruning: {total} jobs deleted")
             if count < BATCH * MAX_BATCHES:
                 break
-    record_action(db, "prune", "jobs", f"older than {older_than_days:g} days",
-                  {"deleted": total, "older_than_days": older_than_days}, when)
+    record_action(
+        db,
+        "prune",
+        "jobs",
+        f"older than {older_than_days:g} days",
+        {"deleted": total, "older_than_days": older_than_days},
+        when,
+    )
     if as_json:
         output.emit_json({"deleted": total, "older_than_days": older_than_days})
     else:

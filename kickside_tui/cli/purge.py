@@ -60,23 +60,37 @@ def _until_done(
         def show(step: PurgeProgress) -> None:
             runs = step.runs_deleted
             if step.finished:
-                tracker.update(completed=runs, total=runs or 1,
-                               description=f"purged {name}: {runs} runs deleted")
+                tracker.update(
+                    completed=runs,
+                    total=runs or 1,
+                    description=f"purged {name}: {runs} runs deleted",
+                )
             elif step.wait_for:
-                tracker.update(completed=runs, description=f"purging {name}: {runs} runs "
-                               f"deleted, waiting for {step.wait_for}")
+                tracker.update(
+                    completed=runs,
+                    description=f"purging {name}: {runs} runs deleted, waiting for {step.wait_for}",
+                )
             else:
                 tracker.update(completed=runs, description=f"purging {name}: {runs} runs deleted")
 
         try:
             done = purge_until_done(
-                db, namespace=namespace, scope=scope, key=key, actor=actor(), wait=pause,
-                timeout_seconds=timeout_seconds, poll_seconds=POLL_SECONDS, clock=now,
+                db,
+                namespace=namespace,
+                scope=scope,
+                key=key,
+                actor=actor(),
+                wait=pause,
+                timeout_seconds=timeout_seconds,
+                poll_seconds=POLL_SECONDS,
+                clock=now,
                 on_progress=show,
             )
         except KeyboardInterrupt:
-            output.error(f"the purge of slot {name} is still pending (the slot runs no more): "
-                         "run purge-slot --until-done again to finish it, or --withdraw")
+            output.error(
+                f"the purge of slot {name} is still pending (the slot runs no more): "
+                "run purge-slot --until-done again to finish it, or --withdraw"
+            )
             raise
     step = done.progress
     if done.outcome == "timed_out":
@@ -98,15 +112,24 @@ def purge_slot(
     namespace: Annotated[str, typer.Option("--namespace", help="The slot's namespace.")],
     scope: Annotated[str, typer.Option("--scope", help="The slot's scope.")],
     key: Annotated[str, typer.Option("--key", help="The slot's key.")],
-    until_done: Annotated[bool, typer.Option(
-        "--until-done", help="Keep going (waiting when needed) until the slot is gone.")]
-    = False,
-    timeout: Annotated[float, typer.Option(
-        "--timeout", metavar="SECONDS", help="With --until-done, give up after this long.")]
-    = 300.0,
-    withdraw: Annotated[bool, typer.Option(
-        "--withdraw", help="Take back a pending purge: the slot stays and can be woken again.")]
-    = False,
+    until_done: Annotated[
+        bool,
+        typer.Option(
+            "--until-done", help="Keep going (waiting when needed) until the slot is gone."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", metavar="SECONDS", help="With --until-done, give up after this long."
+        ),
+    ] = 300.0,
+    withdraw: Annotated[
+        bool,
+        typer.Option(
+            "--withdraw", help="Take back a pending purge: the slot stays and can be woken again."
+        ),
+    ] = False,
     yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -126,14 +149,19 @@ def purge_slot(
     db = open_database(ctx)
     name = _identity(namespace, scope, key)
     if withdraw:
-        withdrawn = withdraw_purge(db, namespace=namespace, scope=scope, key=key, now=now(),
-                                   actor=actor())
+        withdrawn = withdraw_purge(
+            db, namespace=namespace, scope=scope, key=key, now=now(), actor=actor()
+        )
         if as_json:
-            output.emit_json({"namespace": namespace, "scope": scope, "key": key,
-                              "withdrawn": withdrawn})
+            output.emit_json(
+                {"namespace": namespace, "scope": scope, "key": key, "withdrawn": withdrawn}
+            )
         else:
-            output.plain(f"purge of slot {name} withdrawn" if withdrawn
-                         else f"no pending purge of slot {name}")
+            output.plain(
+                f"purge of slot {name} withdrawn"
+                if withdrawn
+                else f"no pending purge of slot {name}"
+            )
         return
     unless_yes(yes, f"Purge slot {name} and its run history?")
     details: dict[str, Any]

@@ -54,10 +54,11 @@ def queues(ctx: typer.Context, as_json: JsonOption = False) -> None:
     output.table(
         None,
         (
-            "queue", Column("paused", flex=True),
+            "queue",
+            Column("paused", flex=True),
             *(Column(s.value, justify="right") for s in _COUNTED),
-            Column("nodes", priority=3, flex=True), Column("concurrency", priority=4,
-                                                           justify="right"),
+            Column("nodes", priority=3, flex=True),
+            Column("concurrency", priority=4, justify="right"),
             Column("attention", priority=1, flex=True),
         ),
         [
@@ -83,16 +84,23 @@ def _report(info: QueueInfo, as_json: bool) -> None:
         output.plain(f"queue {info.name} is {'paused' if info.paused else 'running'}")
 
 
-CreateOption = Annotated[bool, typer.Option(
-    "--create", help="Pause a queue that is not known yet (no jobs, no node runs it).")]
+CreateOption = Annotated[
+    bool,
+    typer.Option(
+        "--create", help="Pause a queue that is not known yet (no jobs, no node runs it)."
+    ),
+]
 
 
 @app.command("pause")
 @handles_errors
 @writes
 def pause(
-    ctx: typer.Context, name: QueueArgument, create: CreateOption = False,
-    yes: YesOption = False, as_json: JsonOption = False,
+    ctx: typer.Context,
+    name: QueueArgument,
+    create: CreateOption = False,
+    yes: YesOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Pause QUEUE on every node: no new claims, running jobs finish (idempotent).
 
@@ -111,7 +119,8 @@ def pause(
         running = [n.node for n in info.nodes] if info is not None else []
         effect = (
             f"Live nodes {', '.join(running)} stop claiming its jobs; running jobs finish."
-            if running else "No live node runs it now: its jobs wait until it is resumed."
+            if running
+            else "No live node runs it now: its jobs wait until it is resumed."
         )
         unless_yes(yes, f"Pause queue {name} on every node? {effect}")
     _report(pause_queue(db, name, actor(), now(), create=create), as_json)

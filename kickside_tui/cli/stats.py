@@ -41,13 +41,24 @@ def stats(ctx: typer.Context, as_json: JsonOption = False) -> None:
         return
     rows = [[q, *(c[s] for s in _STATES)] for q, c in sorted(view.counts.items())]
     rows.append(["(all)", *(view.totals[s] for s in _STATES)])
-    output.table("jobs", ("queue", *(Column(s.value, priority=_GIVE_WAY.get(s, 0),
-                                            justify="right") for s in _STATES)), rows)
-    output.fields(None, [
-        ("nodes", f"{view.nodes_alive} alive, {view.nodes_stale} stale"),
-        ("last minute", f"{view.completed_last_minute} completed, "
-                        f"{view.failed_last_minute} failed"),
-        ("expired leases", view.expired_leases),
-        ("paused queues", ", ".join(view.paused_queues) or "none"),
-        ("queues without a node", ", ".join(view.queues_without_node) or "none"),
-    ])
+    output.table(
+        "jobs",
+        (
+            "queue",
+            *(Column(s.value, priority=_GIVE_WAY.get(s, 0), justify="right") for s in _STATES),
+        ),
+        rows,
+    )
+    output.fields(
+        None,
+        [
+            ("nodes", f"{view.nodes_alive} alive, {view.nodes_stale} stale"),
+            (
+                "last minute",
+                f"{view.completed_last_minute} completed, {view.failed_last_minute} failed",
+            ),
+            ("expired leases", view.expired_leases),
+            ("paused queues", ", ".join(view.paused_queues) or "none"),
+            ("queues without a node", ", ".join(view.queues_without_node) or "none"),
+        ],
+    )

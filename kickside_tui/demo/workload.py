@@ -82,7 +82,12 @@ def prepare(db: Database) -> None:
     now = utcnow()
     marker.mark(db, [entry.key for entry in SCHEDULE], ACTOR, now)
     set_capacity(
-        db, EXPORTS.settings_namespace, global_limit=2, per_key_limit=1, actor=ACTOR, now=now,
+        db,
+        EXPORTS.settings_namespace,
+        global_limit=2,
+        per_key_limit=1,
+        actor=ACTOR,
+        now=now,
         create=True,  # before the first export job declares it
     )
     pause_queue(db, PAUSED, ACTOR, now, create=True)

@@ -125,19 +125,26 @@ class BulkScreen(ModalScreen[BulkPreview | None]):
             yield Static(what, id="bulk-filter")
             with RadioSet(id="bulk-action", compact=True):
                 for name in ACTIONS:
-                    yield RadioButton(name, value=name == self.action, id=f"bulk-{name}",
-                                      compact=True)
-            yield Checkbox("All jobs: act with no filter", id="bulk-all", value=False,
-                           compact=True)
-            yield Checkbox("Include completed jobs (a retry runs them again)",
-                           id="bulk-completed", value=False, compact=True)
+                    yield RadioButton(
+                        name, value=name == self.action, id=f"bulk-{name}", compact=True
+                    )
+            yield Checkbox("All jobs: act with no filter", id="bulk-all", value=False, compact=True)
+            yield Checkbox(
+                "Include completed jobs (a retry runs them again)",
+                id="bulk-completed",
+                value=False,
+                compact=True,
+            )
             yield Static(id="bulk-preview")
-            yield Input(id="bulk-typed", placeholder="type the number of jobs to confirm",
-                        restrict=r"[0-9]*", compact=True)
+            yield Input(
+                id="bulk-typed",
+                placeholder="type the number of jobs to confirm",
+                restrict=r"[0-9]*",
+                compact=True,
+            )
             with Horizontal(id="bulk-buttons"):
                 yield Button("Close (esc)", id="bulk-close", compact=True)
-                yield Button("Apply", id="bulk-apply", variant="error", disabled=True,
-                             compact=True)
+                yield Button("Apply", id="bulk-apply", variant="error", disabled=True, compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#bulk-all", Checkbox).display = self.unfiltered
@@ -169,18 +176,25 @@ class BulkScreen(ModalScreen[BulkPreview | None]):
             self._show(Text("Choose an action above.", style="dim"))
             return
         if self.unfiltered and not self.query_one("#bulk-all", Checkbox).value:
-            self._show(Text(f"Bulk {self.action} with no filter needs \"All jobs\" ticked "
-                            "(or set a filter first).", style="bold"))
+            self._show(
+                Text(
+                    f'Bulk {self.action} with no filter needs "All jobs" ticked '
+                    "(or set a filter first).",
+                    style="bold",
+                )
+            )
             return
         self._show(Text("counting…", style="dim"))
-        self._load_preview(self._generation, self.action, completed.value and not
-                           completed.disabled)
+        self._load_preview(
+            self._generation, self.action, completed.value and not completed.disabled
+        )
 
     @work(thread=True, exclusive=True, group="bulk-preview")
     def _load_preview(self, generation: int, action: str, include_completed: bool) -> None:
         try:
-            preview = self.adapter.preview(action, self.flt, all_jobs=self.unfiltered,
-                                           include_completed=include_completed)
+            preview = self.adapter.preview(
+                action, self.flt, all_jobs=self.unfiltered, include_completed=include_completed
+            )
         except Exception as exc:
             self.post_message(BulkPreviewed(generation, None, describe_failure(exc)))
         else:
@@ -248,12 +262,16 @@ def _describe(preview: BulkPreview, flt: JobFilter) -> Text:
     """The preview as the dialog shows it: what would change, what is left out, the newest."""
     text = Text()
     scope = "every job" if preview.all_jobs and not flt.as_dict() else describe_filter(flt)
-    text.append(f"Bulk {preview.action} {count(preview.count)} job(s) matching {scope}",
-                style="bold")
+    text.append(
+        f"Bulk {preview.action} {count(preview.count)} job(s) matching {scope}", style="bold"
+    )
     text.append(f"\nas of {clock(preview.taken_at)}; a job arriving later is never touched")
     if preview.completed_excluded:
-        text.append(f"\n{count(preview.completed_excluded)} completed job(s) left out "
-                    "(\"Include completed\" runs them again)", style="yellow")
+        text.append(
+            f"\n{count(preview.completed_excluded)} completed job(s) left out "
+            '("Include completed" runs them again)',
+            style="yellow",
+        )
     if preview.count == 0:
         text.append("\nnothing to do", style="dim")
         return text

@@ -15,28 +15,43 @@ from kickside_tui.widgets.chrome import VIEWS
 from kickside_tui.widgets.format import state_text
 
 ACTIONS = (
-    ("Jobs", "r retry · c cancel · d discard · w wake · a park · e resume a disabled slot · "
-     "b bulk retry/cancel/discard over the filter (a preview first; completed jobs only when "
-     "ticked; no filter needs \"all\"; large sets need the count typed) · capital letters do "
-     "nothing (Caps Lock) · n/p next/previous page · / search "
-     "(read window by window; esc stops, n continues) · f filter · z or enter zoom the detail (esc "
-     "back; the action keys act on the job shown) · enter in a filter applies it"),
-    ("Slots", "w wake (ensure due) · a park · e resume a disabled slot · x purge (clears its "
-     "wakes at once; shows the continuation: runs deleted, waiting for lease release; a purge "
-     "stopped early shows as pending)"),
+    (
+        "Jobs",
+        "r retry · c cancel · d discard · w wake · a park · e resume a disabled slot · "
+        "b bulk retry/cancel/discard over the filter (a preview first; completed jobs only when "
+        'ticked; no filter needs "all"; large sets need the count typed) · capital letters do '
+        "nothing (Caps Lock) · n/p next/previous page · / search "
+        "(read window by window; esc stops, n continues) · f filter · z or enter zoom the "
+        "detail (esc back; the action keys act on the job shown) · enter in a filter applies it",
+    ),
+    (
+        "Slots",
+        "w wake (ensure due) · a park · e resume a disabled slot · x purge (clears its "
+        "wakes at once; shows the continuation: runs deleted, waiting for lease release; a purge "
+        "stopped early shows as pending)",
+    ),
     ("Leases", "c cancel · d discard an executing job (its node stops the run)"),
     ("Metrics", "h run the doctor now (it runs on its own every 30s while the view is shown)"),
     ("Queues", "p pause · r resume the queue under the cursor"),
-    ("A job", "enter on any row that is a job (Leases, Slots, Capacity, cron, audit) opens it: "
-     "its detail and live log, with r c d w a e; esc goes back"),
-    ("Tables", "j/k or arrows move · s sorts by the first column, again in reverse, then by "
-     "the next column, and after the last back to the view's order (a click on a header "
-     "sorts by it, again in reverse, a third time the view's order; the Jobs view sorts the "
-     "page shown) · / filter the rows (esc clears) · y copy the row's id · narrow terminals "
-     "hide the least needed columns first"),
-    ("Anywhere", "1-7 views · : go to a view by name (:leases, :doctor, :job ID) · ctrl+p "
-     "command palette (every action of the view) · g refresh now · + / - refresh faster "
-     "/ slower · ? this help · q quit · \u2248 marks an estimated count (large history)"),
+    (
+        "A job",
+        "enter on any row that is a job (Leases, Slots, Capacity, cron, audit) opens it: "
+        "its detail and live log, with r c d w a e; esc goes back",
+    ),
+    (
+        "Tables",
+        "j/k or arrows move · s sorts by the first column, again in reverse, then by "
+        "the next column, and after the last back to the view's order (a click on a header "
+        "sorts by it, again in reverse, a third time the view's order; the Jobs view sorts the "
+        "page shown) · / filter the rows (esc clears) · y copy the row's id · narrow terminals "
+        "hide the least needed columns first",
+    ),
+    (
+        "Anywhere",
+        "1-7 views · : go to a view by name (:leases, :doctor, :job ID) · ctrl+p "
+        "command palette (every action of the view) · g refresh now · + / - refresh faster "
+        "/ slower · ? this help · q quit · \u2248 marks an estimated count (large history)",
+    ),
 )
 
 MEANINGS = {
@@ -69,8 +84,10 @@ def help_text() -> Table:
     for state, meaning in MEANINGS.items():
         table.add_row(state_text(state), meaning)
     table.add_row("", "")
-    table.add_row("", Text("Destructive actions ask first. --read-only disables every action.",
-                           style="italic"))
+    table.add_row(
+        "",
+        Text("Destructive actions ask first. --read-only disables every action.", style="italic"),
+    )
     return table
 
 

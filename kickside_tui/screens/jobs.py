@@ -175,23 +175,24 @@ class JobsScreen(JobActions, BulkActions):
         rows: list[Row] = []
         for job in data.page.jobs:
             last_error = job.errors[-1].error if job.errors else ""
-            rows.append((
-                str(job.id),
-                [
-                    Ordered(Text(short_id(job.id), style="dim"), str(job.id)),
-                    state_text(job.state),
-                    job.queue,
-                    job.worker,
-                    Ordered(f"{job.attempt}/{job.max_attempts}", job.attempt,
-                            justify="right"),
-                    Ordered(relative(job.scheduled_at, now), job.scheduled_at),
-                    first_line(",".join(job.tags), 24),
-                    Text(
-                        first_line(last_error, 60, declared_sensitive_keys(job.meta)),
-                        style="red",
-                    ),
-                ],
-            ))
+            rows.append(
+                (
+                    str(job.id),
+                    [
+                        Ordered(Text(short_id(job.id), style="dim"), str(job.id)),
+                        state_text(job.state),
+                        job.queue,
+                        job.worker,
+                        Ordered(f"{job.attempt}/{job.max_attempts}", job.attempt, justify="right"),
+                        Ordered(relative(job.scheduled_at, now), job.scheduled_at),
+                        first_line(",".join(job.tags), 24),
+                        Text(
+                            first_line(last_error, 60, declared_sensitive_keys(job.meta)),
+                            style="red",
+                        ),
+                    ],
+                )
+            )
         table = self.query_one("#jobs", ViewTable)
         table.fill(rows)
         self._show_status()

@@ -23,8 +23,7 @@ def _expiry(left: timedelta | None) -> Text:
         return Ordered(Text("-", style="dim"), None)
     if left <= timedelta(0):
         return Ordered(f"expired {span(left)} ago", left, style="bold red")
-    return Ordered(f"in {span(left)}", left,
-                   style="yellow" if left < timedelta(seconds=10) else "")
+    return Ordered(f"in {span(left)}", left, style="yellow" if left < timedelta(seconds=10) else "")
 
 
 def _heartbeat(age: timedelta | None) -> Text:
@@ -93,22 +92,27 @@ class LeasesScreen(ViewScreen):
         rows: list[Row] = []
         for lease in leases:
             job = lease.job
-            rows.append((
-                str(job.id),
-                [
-                    Ordered(Text(short_id(job.id), style="dim"), str(job.id)),
-                    job.worker,
-                    job.queue,
-                    lease.node or "-",
-                    _expiry(lease.expires_in),
-                    _heartbeat(lease.heartbeat_age),
-                    Text(str(job.rescue_count), justify="right",
-                         style="dark_orange" if job.rescue_count else "dim"),
-                    _elapsed(lease),
-                    lease.code_version or "-",
-                    Ordered(f"{job.attempt}/{job.max_attempts}", job.attempt, justify="right"),
-                ],
-            ))
+            rows.append(
+                (
+                    str(job.id),
+                    [
+                        Ordered(Text(short_id(job.id), style="dim"), str(job.id)),
+                        job.worker,
+                        job.queue,
+                        lease.node or "-",
+                        _expiry(lease.expires_in),
+                        _heartbeat(lease.heartbeat_age),
+                        Text(
+                            str(job.rescue_count),
+                            justify="right",
+                            style="dark_orange" if job.rescue_count else "dim",
+                        ),
+                        _elapsed(lease),
+                        lease.code_version or "-",
+                        Ordered(f"{job.attempt}/{job.max_attempts}", job.attempt, justify="right"),
+                    ],
+                )
+            )
         self.query_one("#leases", ViewTable).fill(rows)
         expired = sum(
             1 for x in leases if x.expires_in is not None and x.expires_in <= timedelta(0)
@@ -116,8 +120,9 @@ class LeasesScreen(ViewScreen):
         status = Text(f"{count(len(leases))} executing")
         if expired:
             status.append(f" · {expired} lease(s) expired, awaiting rescue", style="bold red")
-        status.append(" · enter opens the job · c cancel · d discard (the node stops the run)",
-                      style="dim")
+        status.append(
+            " · enter opens the job · c cancel · d discard (the node stops the run)", style="dim"
+        )
         self.query_one("#status", Static).update(status)
 
     def _selected(self) -> LeaseInfo | None:
@@ -132,8 +137,9 @@ class LeasesScreen(ViewScreen):
             job = lease.job
             self.act(
                 "cancel",
-                lambda now: f"job {short_id(job.id)} "
-                f"{self.adapter.cancel(job.id, now).state.value}",
+                lambda now: (
+                    f"job {short_id(job.id)} {self.adapter.cancel(job.id, now).state.value}"
+                ),
                 confirm=f"Cancel executing job {job.id}?\n{job.worker} on {lease.node}: its "
                 "node stops the run.",
             )
@@ -143,8 +149,9 @@ class LeasesScreen(ViewScreen):
             job = lease.job
             self.act(
                 "discard",
-                lambda now: f"job {short_id(job.id)} "
-                f"{self.adapter.discard(job.id, now).state.value}",
+                lambda now: (
+                    f"job {short_id(job.id)} {self.adapter.discard(job.id, now).state.value}"
+                ),
                 confirm=f"Discard executing job {job.id}?\n{job.worker} on {lease.node}: its "
                 "node stops the run.",
             )

@@ -49,9 +49,7 @@ PLOTS_TITLE = (
     f"Per queue over the last {SPARK_WINDOW.total_seconds() / 60:.0f} minutes,"
     f" a bar per {SPARK_BUCKET.total_seconds() / 60:.0f} minute"
 )
-PLOTS_LEGEND = (
-    f"{ZERO} zero, {GAP} no data; beside: window totals, p95s; backlog age (jobs) now"
-)
+PLOTS_LEGEND = f"{ZERO} zero, {GAP} no data; beside: window totals, p95s; backlog age (jobs) now"
 
 
 def _pct(values: tuple[float | None, float | None, float | None]) -> str:
@@ -99,8 +97,11 @@ def render_doctor_status(run: DoctorRun, now: datetime) -> Text:
         text.append(" · running again…", style="italic")
     else:
         left = run.at + run.interval() - now
-        text.append(f" · again in {span(max(left, timedelta(0)))}" if left > timedelta(0)
-                    else " · again now")
+        text.append(
+            f" · again in {span(max(left, timedelta(0)))}"
+            if left > timedelta(0)
+            else " · again now"
+        )
     text.append(" · h runs it now", style="dim")
     return text
 
@@ -145,8 +146,13 @@ class MetricsScreen(ViewScreen):
             yield Static(id="doctor-status", classes="legend")
             yield Static(id="doctor")
             yield Static("Audit trail (newest first)", classes="section")
-            yield ViewTable(AUDIT, id="audit", copy_what="target", copy_value=self._target,
-                            job_of=lambda key: job_key(self._target(key) or ""))
+            yield ViewTable(
+                AUDIT,
+                id="audit",
+                copy_what="target",
+                copy_value=self._target,
+                job_of=lambda key: job_key(self._target(key) or ""),
+            )
 
     def fetch(self, now: datetime) -> MetricsData:
         return self.adapter.metrics(now)
@@ -187,28 +193,37 @@ class MetricsScreen(ViewScreen):
         self._show_plots(data)
         rows: list[Row] = []
         for q in data.queues:
-            rows.append((
-                q.queue,
-                [
-                    Text(q.queue, style="bold"),
-                    _pct((q.queue_time.p50, q.queue_time.p95, q.queue_time.p99)),
-                    _pct((q.run_time.p50, q.run_time.p95, q.run_time.p99)),
-                    Text(count(q.run_time.samples), justify="right"),
-                    Text(count(q.backlog), justify="right"),
-                    span_or_dash(q.backlog_age_seconds),
-                ],
-            ))
+            rows.append(
+                (
+                    q.queue,
+                    [
+                        Text(q.queue, style="bold"),
+                        _pct((q.queue_time.p50, q.queue_time.p95, q.queue_time.p99)),
+                        _pct((q.run_time.p50, q.run_time.p95, q.run_time.p99)),
+                        Text(count(q.run_time.samples), justify="right"),
+                        Text(count(q.backlog), justify="right"),
+                        span_or_dash(q.backlog_age_seconds),
+                    ],
+                )
+            )
         self.query_one("#latency", ViewTable).fill(rows)
         self.query_one("#doctor", Static).update(render_health(self.health, self.health_problem))
         audit_rows: list[Row] = []
         self.audit_targets = {str(entry.id): entry.target for entry in data.audit}
         for entry in data.audit:
             details = ", ".join(f"{k}={v}" for k, v in sorted(entry.details.items()))
-            audit_rows.append((
-                str(entry.id),
-                [stamp(entry.at), f"{entry.actor}@{entry.host}", Text(entry.action, style="bold"),
-                 first_line(entry.target, 40), first_line(details, 80)],
-            ))
+            audit_rows.append(
+                (
+                    str(entry.id),
+                    [
+                        stamp(entry.at),
+                        f"{entry.actor}@{entry.host}",
+                        Text(entry.action, style="bold"),
+                        first_line(entry.target, 40),
+                        first_line(details, 80),
+                    ],
+                )
+            )
         self.query_one("#audit", ViewTable).fill(audit_rows)
 
     def _show_plots(self, data: MetricsData) -> None:
@@ -251,8 +266,12 @@ def queue_series(q: QueueMetrics) -> list[Series]:
     if q.backlog:
         backlog = f"{span_or_dash(q.backlog_age_seconds)} ({count(q.backlog)})"
     return [
-        Series("completed", tuple(float(x.completed) for x in b),
-               count(sum(x.completed for x in b)), "ok"),
+        Series(
+            "completed",
+            tuple(float(x.completed) for x in b),
+            count(sum(x.completed for x in b)),
+            "ok",
+        ),
         Series("failed", tuple(float(x.failed) for x in b), count(sum(x.failed for x in b)), "bad"),
         Series("p95 queue", tuple(x.queue_p95_ms for x in b), millis(q.queue_time.p95), "time"),
         Series("p95 run", tuple(x.run_p95_ms for x in b), millis(q.run_time.p95), "time"),

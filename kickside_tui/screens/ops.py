@@ -79,8 +79,13 @@ class OpsScreen(ViewScreen):
             yield Static("Nodes", classes="section")
             yield ViewTable(NODES, id="nodes", copy_what="node")
             yield Static("Cron", classes="section")
-            yield ViewTable(CRON, id="cron", copy_what="last job id", job_of=self._cron_job,
-                            copy_value=lambda key: str(self._cron_job(key) or "") or None)
+            yield ViewTable(
+                CRON,
+                id="cron",
+                copy_what="last job id",
+                job_of=self._cron_job,
+                copy_value=lambda key: str(self._cron_job(key) or "") or None,
+            )
             yield Static(id="cron-note", classes="status")
 
     def on_mount(self) -> None:
@@ -94,75 +99,93 @@ class OpsScreen(ViewScreen):
         self.queues = {q.name: q for q in data.queues}
         queue_rows: list[Row] = []
         for q in data.queues:
-            state = Text("paused", style="bold yellow") if q.paused else Text("running",
-                                                                              style="green")
+            state = (
+                Text("paused", style="bold yellow") if q.paused else Text("running", style="green")
+            )
             if q.no_node:
                 state = Text("no node", style="bold red") if not q.paused else state
-            queue_rows.append((
-                q.name,
-                [
-                    Text(q.name, style="bold"),
-                    state,
-                    Ordered(relative(q.paused_at, now) if q.paused_at else "-", q.paused_at),
-                    q.paused_by or "-",
-                    Text(str(q.concurrency), justify="right"),
-                    ", ".join(n.node for n in q.nodes) or "-",
-                    Text(count(q.counts[JobState.AVAILABLE]), justify="right"),
-                    Text(count(q.counts[JobState.EXECUTING]), justify="right"),
-                ],
-            ))
+            queue_rows.append(
+                (
+                    q.name,
+                    [
+                        Text(q.name, style="bold"),
+                        state,
+                        Ordered(relative(q.paused_at, now) if q.paused_at else "-", q.paused_at),
+                        q.paused_by or "-",
+                        Text(str(q.concurrency), justify="right"),
+                        ", ".join(n.node for n in q.nodes) or "-",
+                        Text(count(q.counts[JobState.AVAILABLE]), justify="right"),
+                        Text(count(q.counts[JobState.EXECUTING]), justify="right"),
+                    ],
+                )
+            )
         self.query_one("#queues", ViewTable).fill(queue_rows)
         node_rows: list[Row] = []
         for n in data.nodes:
             beat = Ordered(f"{span(n.heartbeat_age)} ago", n.heartbeat_age)
             if n.stale:
-                beat = Ordered(f"stale {span(n.heartbeat_age)}", n.heartbeat_age,
-                               style="bold red")
-            node_rows.append((
-                n.name,
-                [
-                    Text(n.name, style="bold"),
-                    n.host,
-                    str(n.pid),
-                    n.code_version or "-",
-                    Text(str(n.executors_busy), justify="right"),
-                    Text(str(max(n.executors_total - n.executors_busy, 0)), justify="right"),
-                    beat,
-                    ", ".join(f"{k}:{v}" for k, v in sorted(n.queues.items())),
-                    Ordered(span(now - n.started_at), now - n.started_at),
-                ],
-            ))
+                beat = Ordered(f"stale {span(n.heartbeat_age)}", n.heartbeat_age, style="bold red")
+            node_rows.append(
+                (
+                    n.name,
+                    [
+                        Text(n.name, style="bold"),
+                        n.host,
+                        str(n.pid),
+                        n.code_version or "-",
+                        Text(str(n.executors_busy), justify="right"),
+                        Text(str(max(n.executors_total - n.executors_busy, 0)), justify="right"),
+                        beat,
+                        ", ".join(f"{k}:{v}" for k, v in sorted(n.queues.items())),
+                        Ordered(span(now - n.started_at), now - n.started_at),
+                    ],
+                )
+            )
         self.query_one("#nodes", ViewTable).fill(node_rows)
         cron_rows: list[Row] = []
         for entry in data.cron:
-            cron_rows.append((
-                entry.key,
-                [
-                    Text(entry.key, style="bold"),
-                    entry.expression
-                    + ("" if entry.timezone == "UTC" else f" ({entry.timezone})"),
-                    f"{entry.worker} ({entry.queue})" if entry.worker else "-",
-                    ", ".join(entry.nodes) or Text("none", style="yellow"),
-                    Ordered(f"{clock(entry.last_run)} ({relative(entry.last_run, now)})"
-                            if entry.last_run else "never", entry.last_run),
-                    Ordered(f"{clock(entry.next_run)} ({relative(entry.next_run, now)})"
-                            if entry.next_run else "-", entry.next_run),
-                    short_id(entry.last_job_id) if entry.last_job_id else "-",
-                    Text(entry.error or "", style="bold red"),
-                ],
-            ))
+            cron_rows.append(
+                (
+                    entry.key,
+                    [
+                        Text(entry.key, style="bold"),
+                        entry.expression
+                        + ("" if entry.timezone == "UTC" else f" ({entry.timezone})"),
+                        f"{entry.worker} ({entry.queue})" if entry.worker else "-",
+                        ", ".join(entry.nodes) or Text("none", style="yellow"),
+                        Ordered(
+                            f"{clock(entry.last_run)} ({relative(entry.last_run, now)})"
+                            if entry.last_run
+                            else "never",
+                            entry.last_run,
+                        ),
+                        Ordered(
+                            f"{clock(entry.next_run)} ({relative(entry.next_run, now)})"
+                            if entry.next_run
+                            else "-",
+                            entry.next_run,
+                        ),
+                        short_id(entry.last_job_id) if entry.last_job_id else "-",
+                        Text(entry.error or "", style="bold red"),
+                    ],
+                )
+            )
         self.cron_jobs = {e.key: e.last_job_id for e in data.cron if e.last_job_id}
         self.query_one("#cron", ViewTable).fill(cron_rows)
         if data.demo_schedule:
-            note = ("the demo's cron schedule (kickside demo filled this database); "
-                    "--schedule module:ATTRIBUTE shows another")
+            note = (
+                "the demo's cron schedule (kickside demo filled this database); "
+                "--schedule module:ATTRIBUTE shows another"
+            )
         elif data.published:
             note = "the entries the running nodes publish"
         elif data.schedule_loaded:
             note = ""
         else:
-            note = ("no running node publishes a cron entry: kickside worker --app MODULE runs "
-                    "the module's SCHEDULE (--schedule module:ATTRIBUTE shows one here)")
+            note = (
+                "no running node publishes a cron entry: kickside worker --app MODULE runs "
+                "the module's SCHEDULE (--schedule module:ATTRIBUTE shows one here)"
+            )
         self.query_one("#cron-note", Static).update(Text(note, style="dim"))
 
     def _selected(self) -> QueueInfo | None:

@@ -85,10 +85,12 @@ class OverviewScreen(ViewScreen):
         failed_style = "red" if s.failed_last_minute else ""
         summary.append(f"{s.failed_last_minute} failed", style=failed_style)
         summary.append("  jobs: ")
-        summary.append(" ".join(
-            f"{count(s.totals[state])} {state.value}"
-            for state in (JobState.AVAILABLE, JobState.EXECUTING, JobState.RETRYABLE)
-        ))
+        summary.append(
+            " ".join(
+                f"{count(s.totals[state])} {state.value}"
+                for state in (JobState.AVAILABLE, JobState.EXECUTING, JobState.RETRYABLE)
+            )
+        )
         if any(q.approximate for q in data.queues):
             summary.append("  \u2248 estimated from a sample", style="dim italic")
         self.query_one("#summary", Static).update(summary)
@@ -98,15 +100,19 @@ class OverviewScreen(ViewScreen):
             name = Text(q.name, style="bold")
             if q.no_node:
                 name.append(" (no node)", style="red")
-            rows.append((
-                q.name,
-                [
-                    name,
-                    Text("paused", style="bold yellow") if q.paused else Text("no", style="dim"),
-                    Text(str(q.concurrency) if q.has_node else "-", justify="right"),
-                    *(_cell(q.counts[state], state, q.approximate) for state in COLUMNS),
-                ],
-            ))
+            rows.append(
+                (
+                    q.name,
+                    [
+                        name,
+                        Text("paused", style="bold yellow")
+                        if q.paused
+                        else Text("no", style="dim"),
+                        Text(str(q.concurrency) if q.has_node else "-", justify="right"),
+                        *(_cell(q.counts[state], state, q.approximate) for state in COLUMNS),
+                    ],
+                )
+            )
         self.query_one("#queues", ViewTable).fill(rows)
         self.query_one("#attention", Static).update(self._attention(data))
 
@@ -117,18 +123,23 @@ class OverviewScreen(ViewScreen):
         if s.expired_leases:
             items.append((f"{s.expired_leases} expired lease(s) not yet rescued", "bold red"))
         if data.waiting_on_admission:
-            items.append((f"{data.waiting_on_admission} job(s) waiting on capacity admission",
-                          "dark_orange"))
+            items.append(
+                (f"{data.waiting_on_admission} job(s) waiting on capacity admission", "dark_orange")
+            )
         if s.queues_without_node:
-            items.append(("no node runs queue(s): " + ", ".join(s.queues_without_node),
-                          "bold red"))
+            items.append(("no node runs queue(s): " + ", ".join(s.queues_without_node), "bold red"))
         if s.paused_queues:
             items.append(("paused: " + ", ".join(s.paused_queues), "yellow"))
         for g in data.near_limit:
             limit = "?" if g.global_limit is None else str(g.global_limit)
             why = f" ({g.problem})" if g.problem else ""
-            items.append((f"capacity group {g.group} near its limit: {g.executing}/{limit}"
-                          f" executing, {g.waiting} waiting{why}", "dark_orange"))
+            items.append(
+                (
+                    f"capacity group {g.group} near its limit: {g.executing}/{limit}"
+                    f" executing, {g.waiting} waiting{why}",
+                    "dark_orange",
+                )
+            )
         text = Text("Attention: ", style="bold")
         if not items:
             text.append("nothing stuck", style="green")

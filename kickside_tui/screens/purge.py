@@ -77,8 +77,10 @@ class PurgeScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(
-                Text(f"Purging slot {self.slot.namespace}/{self.slot.scope}/{self.slot.key}",
-                     style="bold")
+                Text(
+                    f"Purging slot {self.slot.namespace}/{self.slot.scope}/{self.slot.key}",
+                    style="bold",
+                )
             )
             yield Static(id="progress")
             yield Button("Stop", id="close", variant="warning")
@@ -115,8 +117,10 @@ class PurgeScreen(ModalScreen[bool]):
         elif step.needs_continue:
             self.state = "deleting settled runs"
         elif step.wait_for == "lease_release":
-            self.state = ("waiting for lease release (the slot is running; its wakes are "
-                          "cleared, so it runs no more)")
+            self.state = (
+                "waiting for lease release (the slot is running; its wakes are "
+                "cleared, so it runs no more)"
+            )
         elif step.wait_for:
             self.state = f"waiting for {step.wait_for.replace('_', ' ')}"
         self._render_progress()

@@ -74,24 +74,34 @@ class SlotsScreen(ViewScreen):
                 state.append(" purging", style="bold red")
             elif s.due:
                 state.append(" due", style="bold")
-            rows.append((
-                str(s.job_id),
-                [
-                    s.namespace,
-                    s.scope,
-                    Text(s.key, style="bold"),
-                    state,
-                    _flag(s.demand_pending, "demand"),
-                    _flag(s.control_pending, "wake"),
-                    Text(str(s.demand_seq), justify="right"),
-                    Ordered(relative(s.last_started_at, now) if s.last_started_at else "never",
-                            s.last_started_at),
-                    outcome_text(s.last_outcome) if s.last_started_at else Text("-", style="dim"),
-                    Ordered(f"{clock(s.next_due_at)} ({relative(s.next_due_at, now)})"
-                            if s.next_due_at else "-", s.next_due_at),
-                    s.worker,
-                ],
-            ))
+            rows.append(
+                (
+                    str(s.job_id),
+                    [
+                        s.namespace,
+                        s.scope,
+                        Text(s.key, style="bold"),
+                        state,
+                        _flag(s.demand_pending, "demand"),
+                        _flag(s.control_pending, "wake"),
+                        Text(str(s.demand_seq), justify="right"),
+                        Ordered(
+                            relative(s.last_started_at, now) if s.last_started_at else "never",
+                            s.last_started_at,
+                        ),
+                        outcome_text(s.last_outcome)
+                        if s.last_started_at
+                        else Text("-", style="dim"),
+                        Ordered(
+                            f"{clock(s.next_due_at)} ({relative(s.next_due_at, now)})"
+                            if s.next_due_at
+                            else "-",
+                            s.next_due_at,
+                        ),
+                        s.worker,
+                    ],
+                )
+            )
         self.query_one("#slots", ViewTable).fill(rows)
         due = sum(1 for s in slots if s.due)
         status = Text(f"{count(len(slots))} slot(s) · {due} due · ", style="dim")
@@ -99,8 +109,10 @@ class SlotsScreen(ViewScreen):
         if purging:
             # A purge stopped early stays pending: say so until it is done.
             status.append(f"{len(purging)} purge(s) pending (x finishes) · ", style="bold red")
-        status.append("enter opens the job · w wake (ensure due) · a park · e resume a disabled "
-                      "slot · x purge")
+        status.append(
+            "enter opens the job · w wake (ensure due) · a park · e resume a disabled "
+            "slot · x purge"
+        )
         self.query_one("#status", Static).update(status)
 
     def _selected(self) -> SlotInfo | None:
@@ -154,4 +166,3 @@ class SlotsScreen(ViewScreen):
                 self.app.push_screen(PurgeScreen(self.adapter, slot), purged)
 
         self.app.push_screen(ConfirmScreen(question, verb="Purge"), decided)
-

@@ -54,17 +54,22 @@ def _facts(job: Job, now: datetime) -> Text:
     if job.namespace is not None:
         text.append(f"\nidentity {job.namespace}/{job.scope}/{job.identity_key}")
     if job.concurrency_key or job.capacity_group:
-        text.append(f"\nconcurrency key {job.concurrency_key or '-'}"
-                    f"  capacity group {job.capacity_group or '-'}")
+        text.append(
+            f"\nconcurrency key {job.concurrency_key or '-'}"
+            f"  capacity group {job.capacity_group or '-'}"
+        )
     if job.is_slot:
-        text.append(f"\ndemand pending {'yes' if job.demand_pending else 'no'}"
-                    f"  control wake {'yes' if job.control_pending else 'no'}"
-                    f"  demand seq {job.demand_seq}")
+        text.append(
+            f"\ndemand pending {'yes' if job.demand_pending else 'no'}"
+            f"  control wake {'yes' if job.control_pending else 'no'}"
+            f"  demand seq {job.demand_seq}"
+        )
         if (purge := purge_request(job.meta)) is not None:
             text.append(f"\n{purge.describe()}: the slot runs no more", style="bold red")
     if job.lease_owner and job.lease_expires_at:
-        text.append(f"\nlease held by {job.lease_owner}, expires "
-                    f"{relative(job.lease_expires_at, now)}")
+        text.append(
+            f"\nlease held by {job.lease_owner}, expires {relative(job.lease_expires_at, now)}"
+        )
     text.append("\ntags ")
     text.append(", ".join(job.tags) if job.tags else "none", style="italic")
     return text
@@ -123,8 +128,10 @@ def render_detail(data: JobDetailData, now: datetime) -> RenderableType:
         _history(data.detail.runs, declared),
         _heading("Log (live)"),
         render_log(log_records(job, data.detail.runs, data.audit, sensitive_keys=declared)),
-        Text("from the stored runs and operator actions; a job's own output stays in its "
-             "pool's log", style="dim italic"),
+        Text(
+            "from the stored runs and operator actions; a job's own output stays in its pool's log",
+            style="dim italic",
+        ),
     ]
     if job.errors:
         errors = Text()

@@ -54,8 +54,9 @@ def render_status(status: JobsStatus) -> Text:
     text.append(f" · {status.filter_text}", style="italic")
     if status.searching is None:
         if status.has_older:
-            text.append(" · n: older" if status.stopped_at is None else " · n: search older",
-                        style="dim")
+            text.append(
+                " · n: older" if status.stopped_at is None else " · n: search older", style="dim"
+            )
         if status.has_newer:
             text.append(" · p: newer", style="dim")
         if status.searched_at is not None:

@@ -45,7 +45,7 @@ def resample(values: Sequence[float | None], width: int) -> list[float | None]:
         step = -(-n // width)
         cut = n % step  # the oldest group is the short one, so the newest is whole
         groups = [values[:cut]] if cut else []
-        groups += [values[i:i + step] for i in range(cut, n, step)]
+        groups += [values[i : i + step] for i in range(cut, n, step)]
         values = [max((v for v in g if v is not None), default=None) for g in groups]
         n = len(values)
     return [values[c * n // width] for c in range(width)]
@@ -154,11 +154,13 @@ class SeriesPlot(Widget):
                     title = title[: self.title_width - 1] + "\u2026"
                 row.append(title.ljust(self.title_width) + " ", style("title"))
             if self.label_width:
-                row.append(s.label[: self.label_width].ljust(self.label_width) + " ",
-                           style("label"))
+                row.append(
+                    s.label[: self.label_width].ljust(self.label_width) + " ", style("label")
+                )
             row.append(bars(s.values, room), style(s.tone if s.tone in TONES else "ok"))
             if self.figure_width:
-                row.append(" " + s.figure[: self.figure_width].rjust(self.figure_width),
-                           style("figure"))
+                row.append(
+                    " " + s.figure[: self.figure_width].rjust(self.figure_width), style("figure")
+                )
             rows.append(row)
         return rows

@@ -34,8 +34,7 @@ def _size_columns(table: DataTable[Any], rows: Sequence[Row], *, grow_only: bool
     for index, column in enumerate(table.ordered_columns):
         if not column.auto_width:
             continue
-        widest = max((_width(cells[index]) for _, cells in rows if index < len(cells)),
-                     default=0)
+        widest = max((_width(cells[index]) for _, cells in rows if index < len(cells)), default=0)
         floor = column.content_width if grow_only else _width(column.label)
         column.content_width = max(floor, widest, _width(column.label))
 
@@ -52,8 +51,7 @@ def refill(table: DataTable[Any], rows: Sequence[Row]) -> None:
         changed = [
             (key, column, after)
             for key, cells in rows
-            for column, before, after in zip(table.columns, table.get_row(key), cells,
-                                             strict=False)
+            for column, before, after in zip(table.columns, table.get_row(key), cells, strict=False)
             if before != after
         ]
         if changed:

@@ -38,9 +38,7 @@ def state_of(db: Database, job_id: uuid.UUID) -> JobState | None:
     return job.state if job is not None else None
 
 
-def test_dry_run_counts_and_samples_without_changing_anything(
-    db: Database, target: Target
-) -> None:
+def test_dry_run_counts_and_samples_without_changing_anything(db: Database, target: Target) -> None:
     ids = [enqueue(db, JobBuilder("ok", {"n": n}).queue("bulk")).id for n in range(5)]
     enqueue(db, JobBuilder("ok", {}).queue("other"))
     doc = cli_json(target, "bulk", "cancel", "--queue", "bulk", "--dry-run", "--sample", "2")
@@ -65,8 +63,7 @@ def test_bulk_refuses_without_yes_then_acts_in_batches(db: Database, target: Tar
 def test_bulk_retry_revives_discarded_jobs_by_worker(db: Database, target: Target) -> None:
     failed = enqueue(db, JobBuilder("discard", {})).id
     drain_jobs(db, registry)
-    doc = cli_json(target, "bulk", "retry", "--worker", "discard", "--state", "discarded",
-                   "--yes")
+    doc = cli_json(target, "bulk", "retry", "--worker", "discard", "--state", "discarded", "--yes")
     assert doc["changed"] == 1 and state_of(db, failed) is JobState.AVAILABLE
     nothing = cli(target, "bulk", "retry", "--worker", "discard", "--state", "discarded")
     assert nothing.exit_code == 0 and nothing.stdout == "bulk retry: 0 changed\n"  # no prompt
@@ -81,20 +78,19 @@ def test_an_empty_filter_needs_all(db: Database, target: Target) -> None:
     assert cli(target, "bulk", "cancel", "--all", "--batch", "0", "--yes").exit_code == 2
 
 
-def completed_and_failed(db: Database, queue: str, done: int, failed: int) -> tuple[
-    list[uuid.UUID], list[uuid.UUID]
-]:
+def completed_and_failed(
+    db: Database, queue: str, done: int, failed: int
+) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
     completed = [enqueue(db, JobBuilder("ok", {"n": n}).queue(queue)).id for n in range(done)]
     drain_jobs(db, registry, queue=queue)
-    discarded = [enqueue(db, JobBuilder("discard", {"n": n}).queue(queue)).id
-                 for n in range(failed)]
+    discarded = [
+        enqueue(db, JobBuilder("discard", {"n": n}).queue(queue)).id for n in range(failed)
+    ]
     drain_jobs(db, registry, queue=queue)
     return completed, discarded
 
 
-def test_bulk_retry_leaves_completed_jobs_alone_unless_asked(
-    db: Database, target: Target
-) -> None:
+def test_bulk_retry_leaves_completed_jobs_alone_unless_asked(db: Database, target: Target) -> None:
     completed, discarded = completed_and_failed(db, "billing", 3, 2)
     dry = cli_json(target, "bulk", "retry", "--queue", "billing", "--dry-run")
     assert (dry["count"], dry["completed_excluded"], dry["include_completed"]) == (2, 3, False)
@@ -110,8 +106,17 @@ def test_bulk_retry_leaves_completed_jobs_alone_unless_asked(
     refused = cli(target, "bulk", "retry", "--state", "completed", "--yes")
     assert refused.exit_code == 2 and "--include-completed" in refused.stderr
     assert {state_of(db, i) for i in completed} == {JobState.COMPLETED}
-    asked = cli_json(target, "bulk", "retry", "--queue", "billing", "--state", "completed",
-                     "--include-completed", "--yes")
+    asked = cli_json(
+        target,
+        "bulk",
+        "retry",
+        "--queue",
+        "billing",
+        "--state",
+        "completed",
+        "--include-completed",
+        "--yes",
+    )
     assert (asked["changed"], asked["include_completed"]) == (3, True)
     assert {state_of(db, i) for i in completed} == {JobState.AVAILABLE}
 
@@ -157,13 +162,15 @@ def test_a_large_set_or_every_job_needs_the_count_typed(
     refused = cli(target, "bulk", "cancel", "--queue", "big")  # no terminal, no --yes
     assert refused.exit_code == 2 and "--yes" in refused.stderr
     monkeypatch.setattr(confirm, "interactive", lambda: True)
-    wrong = runner.invoke(app, [*target.cli_args(), "bulk", "cancel", "--queue", "big"],
-                          input="y\n")
+    wrong = runner.invoke(
+        app, [*target.cli_args(), "bulk", "cancel", "--queue", "big"], input="y\n"
+    )
     assert wrong.exit_code == 1 and "Type the number of jobs (101)" in wrong.stderr
     assert "aborted: y is not 101" in wrong.stderr
     assert {state_of(db, i) for i in ids} == {JobState.AVAILABLE}
-    typed = runner.invoke(app, [*target.cli_args(), "bulk", "cancel", "--queue", "big"],
-                          input="101\n")
+    typed = runner.invoke(
+        app, [*target.cli_args(), "bulk", "cancel", "--queue", "big"], input="101\n"
+    )
     assert typed.exit_code == 0, typed.output
     assert typed.stdout.endswith("bulk cancel: 101 changed\n")  # after the echoed input
     assert {state_of(db, i) for i in ids} == {JobState.CANCELLED}

@@ -44,8 +44,9 @@ def _application_data(db: Database) -> None:
     )
     enqueue(db, JobBuilder("charge_card", {"order": 7}).queue("billing"))
     pause_queue(db, "billing", OPS, now)
-    set_capacity(db, "app.capacity", global_limit=3, per_key_limit=1, actor=OPS, now=now,
-                 create=True)
+    set_capacity(
+        db, "app.capacity", global_limit=3, per_key_limit=1, actor=OPS, now=now, create=True
+    )
     heartbeat(
         db, NodeBeat("web-1:42:ab", "web-1", 42, {"mailers": 4, "billing": 2}, "v1", 0, 6, now), now
     )

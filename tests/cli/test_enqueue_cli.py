@@ -34,11 +34,30 @@ def test_enqueue_writes_every_option_and_prints_one_json_document(
     db: Database, target: Target
 ) -> None:
     doc = enqueued(
-        target, "ok", "--args", '{"n": 1, "password": "hunter2", "ssn": "078-05-1120"}',
-        "--queue", "mailers",
-        "--priority", "3", "--max-attempts", "4", "--tag", "a", "--tag", "b",
-        "--meta", '{"origin": "runbook"}', "--concurrency-key", "tenant:1",
-        "--max-execution", "30", "--schedule-in", "600", "--sensitive-key", "ssn",
+        target,
+        "ok",
+        "--args",
+        '{"n": 1, "password": "hunter2", "ssn": "078-05-1120"}',
+        "--queue",
+        "mailers",
+        "--priority",
+        "3",
+        "--max-attempts",
+        "4",
+        "--tag",
+        "a",
+        "--tag",
+        "b",
+        "--meta",
+        '{"origin": "runbook"}',
+        "--concurrency-key",
+        "tenant:1",
+        "--max-execution",
+        "30",
+        "--schedule-in",
+        "600",
+        "--sensitive-key",
+        "ssn",
     )
     assert doc["duplicate"] is False and doc["state"] == "scheduled"
     job = get_job(db, doc["id"])
@@ -49,7 +68,9 @@ def test_enqueue_writes_every_option_and_prints_one_json_document(
     shown = cli(target, "job", doc["id"], "--json")
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["job"]["args"] == {
-        "n": 1, "password": "[REDACTED]", "ssn": "[REDACTED]",
+        "n": 1,
+        "password": "[REDACTED]",
+        "ssn": "[REDACTED]",
     }
     assert "hunter2" not in shown.stdout and "078-05-1120" not in shown.stdout
     assert (job.queue, job.priority, job.max_attempts) == ("mailers", 3, 4)
@@ -58,7 +79,8 @@ def test_enqueue_writes_every_option_and_prints_one_json_document(
     assert job.scheduled_at > utcnow() + timedelta(seconds=500)
     (entry,) = list_audit(db, target=doc["id"]).entries
     assert entry.action == "enqueue" and (entry.actor, entry.host) == (
-        Actor.current().user, Actor.current().host,
+        Actor.current().user,
+        Actor.current().host,
     )
     assert entry.details["queue"] == "mailers" and entry.details["duplicate"] is False
 
@@ -80,19 +102,22 @@ def test_a_unique_job_is_found_instead_of_inserted_twice(db: Database, target: T
     first = enqueued(target, "ok", "--args", '{"a": 1, "b": 1}', "--unique", "keys:a")
     second = enqueued(target, "ok", "--args", '{"a": 1, "b": 2}', "--unique", "keys:a")
     assert second == {**first, "duplicate": True}
-    other = enqueued(target, "ok", "--args", '{"a": 1}', "--unique", "worker",
-                     "--unique-period", "60")
+    other = enqueued(
+        target, "ok", "--args", '{"a": 1}', "--unique", "worker", "--unique-period", "60"
+    )
     assert other["duplicate"] is False
 
 
 def test_identity_options_enroll_a_slot_with_demand(db: Database, target: Target) -> None:
-    doc = enqueued(target, "ok", "--namespace", "app.sync", "--scope", "t:1", "--key", "k",
-                   "--demand")
+    doc = enqueued(
+        target, "ok", "--namespace", "app.sync", "--scope", "t:1", "--key", "k", "--demand"
+    )
     job = get_job(db, doc["id"])
     assert job is not None and job.kind is JobKind.SLOT and job.control_pending
     assert (job.namespace, job.scope, job.identity_key) == ("app.sync", "t:1", "k")
-    again = enqueued(target, "ok", "--slot", "--namespace", "app.sync", "--scope", "t:1",
-                     "--key", "k")
+    again = enqueued(
+        target, "ok", "--slot", "--namespace", "app.sync", "--scope", "t:1", "--key", "k"
+    )
     assert again["id"] == doc["id"] and again["duplicate"] is True
 
 
@@ -139,4 +164,3 @@ def test_an_unmigrated_database_is_a_one_line_failure(target: Target) -> None:
     result = cli(target, "enqueue", "ok")
     assert result.exit_code == 1
     assert "kickside migrate" in result.stderr and "Traceback" not in result.output
-

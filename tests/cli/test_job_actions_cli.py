@@ -74,7 +74,9 @@ def test_destructive_actions_refuse_without_yes_then_act(
     conflict = cli(target, verb, str(job_id), "--yes", "--json")
     assert conflict.exit_code == 4
     assert json.loads(conflict.stdout)["error"]["details"] == {
-        "state": final, "action": verb, "job_id": str(job_id),
+        "state": final,
+        "action": verb,
+        "job_id": str(job_id),
     }
 
 

@@ -80,8 +80,12 @@ def test_human_listing_is_a_table_of_short_ids(db: Database, target: Target) -> 
 
 
 def test_bad_filters_and_cursors_exit_2(db: Database, target: Target) -> None:
-    for args in (["--state", "sleeping"], ["--kind", "batch"], ["--cursor", "nope"],
-                 ["--limit", "0"]):
+    for args in (
+        ["--state", "sleeping"],
+        ["--kind", "batch"],
+        ["--cursor", "nope"],
+        ["--limit", "0"],
+    ):
         result = cli(target, "jobs", *args)
         assert result.exit_code == 2, (args, result.output)
         assert result.stderr.count("\n") == 1
@@ -89,8 +93,10 @@ def test_bad_filters_and_cursors_exit_2(db: Database, target: Target) -> None:
 
 def test_job_detail_shows_redacted_errors_and_runs(db: Database, target: Target) -> None:
     job_id = enqueue(
-        db, JobBuilder("leaky", {"api_token": "not-a-token"}).meta({"password": "pw-1"})
-        .max_attempts(2)
+        db,
+        JobBuilder("leaky", {"api_token": "not-a-token"})
+        .meta({"password": "pw-1"})
+        .max_attempts(2),
     ).id
     drain_jobs(db, registry, with_scheduled=True)
     doc = cli_json(target, "job", str(job_id))

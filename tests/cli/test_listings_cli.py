@@ -39,7 +39,9 @@ def test_slots_filter_by_namespace_and_scope(db: Database, target: Target) -> No
     park_job(db, a)
     every = cli_json(target, "slots")["slots"]
     assert [(s["namespace"], s["scope"], s["key"]) for s in every] == [
-        ("mail", "t:1", "c"), ("sync", "t:1", "a"), ("sync", "t:2", "b"),
+        ("mail", "t:1", "c"),
+        ("sync", "t:1", "a"),
+        ("sync", "t:2", "b"),
     ]
     (only,) = cli_json(target, "slots", "--namespace", "sync", "--scope", "t:1")["slots"]
     assert only["job_id"] == str(a) and only["state"] == "parked" and only["due"] is False
@@ -47,9 +49,7 @@ def test_slots_filter_by_namespace_and_scope(db: Database, target: Target) -> No
     assert human.exit_code == 0 and "parked" in human.stdout and "t:2" in human.stdout
 
 
-def test_leases_show_node_expiry_and_time_over_max_execution(
-    db: Database, target: Target
-) -> None:
+def test_leases_show_node_expiry_and_time_over_max_execution(db: Database, target: Target) -> None:
     long_ago = utcnow() - timedelta(minutes=10)
     slow = enqueue(db, JobBuilder("ok", {}).max_execution(timedelta(seconds=60)), now=long_ago)
     claim(db, queue="default", node="n1", now=long_ago, lease=timedelta(seconds=30))
@@ -107,12 +107,10 @@ def test_pausing_asks_first_and_names_the_live_nodes_that_stop(
     refused = cli(target, "queues", "pause", "mailers")  # no terminal, no --yes
     assert refused.exit_code == 2 and "--yes" in refused.stderr and "web-1" in refused.stderr
     monkeypatch.setattr(confirm, "interactive", lambda: True)
-    declined = runner.invoke(app, [*target.cli_args(), "queues", "pause", "mailers"],
-                             input="n\n")
+    declined = runner.invoke(app, [*target.cli_args(), "queues", "pause", "mailers"], input="n\n")
     assert declined.exit_code == 1 and "Live nodes web-1 stop claiming" in declined.stderr
     assert not list_queues(db, utcnow())[0].paused
-    accepted = runner.invoke(app, [*target.cli_args(), "queues", "pause", "mailers"],
-                             input="y\n")
+    accepted = runner.invoke(app, [*target.cli_args(), "queues", "pause", "mailers"], input="y\n")
     assert accepted.exit_code == 0 and accepted.stdout == "queue mailers is paused\n"
     assert list_queues(db, utcnow())[0].paused
     again = cli(target, "queues", "pause", "mailers")  # paused already: nothing to confirm

@@ -56,11 +56,16 @@ def add_settled_runs(db: Database, job_id: uuid.UUID, count: int) -> None:
             sa.insert(db.tables.job_run),
             [
                 {
-                    "job_id": job_id, "attempt": 1, "queue": "default", "worker": "ok",
-                    "node": "n1", "lease_token": uuid.uuid4(),
+                    "job_id": job_id,
+                    "attempt": 1,
+                    "queue": "default",
+                    "worker": "ok",
+                    "node": "n1",
+                    "lease_token": uuid.uuid4(),
                     "started_at": start + timedelta(seconds=i),
                     "finished_at": start + timedelta(seconds=i, milliseconds=5),
-                    "duration_ms": 5, "outcome": RunOutcome.COMPLETED.value,
+                    "duration_ms": 5,
+                    "outcome": RunOutcome.COMPLETED.value,
                 }
                 for i in range(count)
             ],
@@ -79,8 +84,12 @@ def test_one_call_by_default_exits_4_with_how_to_continue(db: Database, target: 
     done = cli(target, "purge-slot", *IDENTITY, "--yes", "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout) == {  # the second call deleted the last 50 runs
-        "namespace": "app.sync", "scope": "tenant:1", "key": "k1", "removed": 1,
-        "runs_deleted": 50, "calls": 1,
+        "namespace": "app.sync",
+        "scope": "tenant:1",
+        "key": "k1",
+        "removed": 1,
+        "runs_deleted": 50,
+        "calls": 1,
     }
     assert get_job(db, job_id) is None
 
@@ -98,8 +107,13 @@ def test_until_done_purges_more_than_250_settled_runs(db: Database, target: Targ
     assert get_job(db, job_id) is None and list_runs(db, job_id) == []
     (entry,) = list_audit(db, action="purge_slot").entries  # one for the command
     assert entry.target == "app.sync/tenant:1/k1"
-    assert entry.details == {"outcome": "removed", "removed": 1, "runs_deleted": 263,
-                             "calls": 3, "until_done": True}
+    assert entry.details == {
+        "outcome": "removed",
+        "removed": 1,
+        "runs_deleted": 263,
+        "calls": 3,
+        "until_done": True,
+    }
 
 
 def test_one_call_that_removes_the_slot_says_how_many_runs_went(
@@ -137,8 +151,9 @@ def test_until_done_waits_for_the_lease_then_finishes(
 def test_until_done_gives_up_after_its_timeout(db: Database, target: Target) -> None:
     job_id = enroll(db)
     claim(db, queue="default", node="n1")
-    result = cli(target, "purge-slot", *IDENTITY, "--until-done", "--timeout", "0", "--yes",
-                 "--json")
+    result = cli(
+        target, "purge-slot", *IDENTITY, "--until-done", "--timeout", "0", "--yes", "--json"
+    )
     assert result.exit_code == 4, result.output
     details: dict[str, Any] = json.loads(result.stdout)["error"]["details"]
     assert details["wait_for"] == "lease_release" and details["timed_out"] is True
@@ -154,8 +169,9 @@ def test_purge_refuses_without_yes_and_checks_the_identity(db: Database, target:
     refused = cli(target, "purge-slot", *IDENTITY)
     assert refused.exit_code == 2 and "--yes" in refused.stderr
     assert get_job(db, job_id) is not None
-    empty = cli(target, "purge-slot", "--namespace", "app.sync", "--scope", " ", "--key", "k1",
-                "--yes")
+    empty = cli(
+        target, "purge-slot", "--namespace", "app.sync", "--scope", " ", "--key", "k1", "--yes"
+    )
     assert empty.exit_code == 2 and "--scope" in empty.stderr
     absent = cli(target, "purge-slot", "--namespace", "x", "--scope", "y", "--key", "z", "--yes")
     assert absent.exit_code == 0 and "nothing to purge" in absent.stdout
@@ -248,14 +264,26 @@ def test_ctrl_c_on_a_real_until_done_process_exits_130_with_one_audit_row(
 ) -> None:
     job_id, _ = running_with_wakes(db)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kickside_tui.cli", *target.cli_args(), "purge-slot",
-         *IDENTITY, "--until-done", "--yes"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "kickside_tui.cli",
+            *target.cli_args(),
+            "purge-slot",
+            *IDENTITY,
+            "--until-done",
+            "--yes",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
-        wait_for(lambda: (s := get_job(db, job_id)) is not None and purge_request(s.meta),
-                 what="the purge request")
+        wait_for(
+            lambda: (s := get_job(db, job_id)) is not None and purge_request(s.meta),
+            what="the purge request",
+        )
         time.sleep(0.3)  # a few polls: each would have been an audit row before
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)

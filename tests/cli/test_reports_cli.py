@@ -45,8 +45,9 @@ def cli_json(target: Target, *args: str) -> Any:
 
 
 def capped(key: str) -> JobBuilder:
-    return JobBuilder("ok", {}, capacity=CapacityDeclaration("exports", "caps.exports")) \
-        .concurrency_key(key)
+    return JobBuilder(
+        "ok", {}, capacity=CapacityDeclaration("exports", "caps.exports")
+    ).concurrency_key(key)
 
 
 def test_capacity_shows_groups_and_set_writes_both_limits(db: Database, target: Target) -> None:
@@ -54,20 +55,24 @@ def test_capacity_shows_groups_and_set_writes_both_limits(db: Database, target: 
     (group,) = cli_json(target, "capacity")["groups"]
     assert group["group"] == "exports" and group["problem"] and group["near_limit"] is True
     assert group["waiting"] == 1 and "invalid" in group["waiting_jobs"][0]["reason"]
-    written = cli_json(target, "capacity", "set", "caps.exports", "--global-limit", "4",
-                       "--per-key-limit", "1")
+    written = cli_json(
+        target, "capacity", "set", "caps.exports", "--global-limit", "4", "--per-key-limit", "1"
+    )
     assert written["settings"] == {"global_limit": 4, "concurrency_key_limit": 1}
     values = {s.key: (s.value, s.updated_by) for s in get_settings(db, "caps.exports")}
-    assert values == {"global_limit": (4, Actor.current().user),
-                      "concurrency_key_limit": (1, Actor.current().user)}
+    assert values == {
+        "global_limit": (4, Actor.current().user),
+        "concurrency_key_limit": (1, Actor.current().user),
+    }
     (group,) = cli_json(target, "capacity")["groups"]
     assert (group["global_limit"], group["per_key_limit"], group["problem"]) == (4, 1, None)
     assert "eligible" in group["waiting_jobs"][0]["reason"]
     assert [e.action for e in list_audit(db, target="caps.exports").entries] == ["capacity_set"]
     human = cli(target, "capacity")
     assert human.exit_code == 0 and "exports" in human.stdout
-    negative = cli(target, "capacity", "set", "caps.exports", "--global-limit", "-1",
-                   "--per-key-limit", "1")
+    negative = cli(
+        target, "capacity", "set", "caps.exports", "--global-limit", "-1", "--per-key-limit", "1"
+    )
     assert negative.exit_code == 2 and "global_limit" in negative.stderr
 
 
@@ -75,14 +80,32 @@ def test_capacity_set_refuses_a_typo_listing_the_namespaces_unless_create(
     db: Database, target: Target
 ) -> None:
     enqueue(db, capped("t1"))  # declares caps.exports
-    typo = cli(target, "capacity", "set", "caps.exportz", "--global-limit", "4",
-               "--per-key-limit", "1", "--json")
+    typo = cli(
+        target,
+        "capacity",
+        "set",
+        "caps.exportz",
+        "--global-limit",
+        "4",
+        "--per-key-limit",
+        "1",
+        "--json",
+    )
     assert typo.exit_code == 3 and typo.stderr.count("\n") == 1
     assert "known namespaces: caps.exports" in typo.stderr and "--create" in typo.stderr
     assert json.loads(typo.stdout)["error"]["details"]["known"] == ["caps.exports"]
     assert get_settings(db, "caps.exportz") == [] and list_audit(db).entries == []
-    made = cli(target, "capacity", "set", "caps.imports", "--global-limit", "4",
-               "--per-key-limit", "1", "--create")
+    made = cli(
+        target,
+        "capacity",
+        "set",
+        "caps.imports",
+        "--global-limit",
+        "4",
+        "--per-key-limit",
+        "1",
+        "--create",
+    )
     assert made.exit_code == 0 and "global_limit=4" in made.stdout
     assert len(get_settings(db, "caps.imports")) == 2
 
@@ -101,11 +124,21 @@ def test_a_limit_of_0_stops_the_group_so_it_asks_first(
     accepted = runner.invoke(app, [*target.cli_args(), *argv], input="y\n")
     assert accepted.exit_code == 0, accepted.output
     assert {s.key: s.value for s in get_settings(db, "caps.exports")}["global_limit"] == 0
-    scripted = cli(target, "capacity", "set", "caps.exports", "--global-limit", "2",
-                   "--per-key-limit", "0", "--yes")
+    scripted = cli(
+        target,
+        "capacity",
+        "set",
+        "caps.exports",
+        "--global-limit",
+        "2",
+        "--per-key-limit",
+        "0",
+        "--yes",
+    )
     assert scripted.exit_code == 0
-    raised = cli(target, "capacity", "set", "caps.exports", "--global-limit", "2",
-                 "--per-key-limit", "1")  # admits work: nothing to confirm
+    raised = cli(
+        target, "capacity", "set", "caps.exports", "--global-limit", "2", "--per-key-limit", "1"
+    )  # admits work: nothing to confirm
     assert raised.exit_code == 0
 
 
@@ -163,9 +196,7 @@ def test_doctor_exits_5_when_the_database_is_unreachable() -> None:
     assert "not-a-password" not in result.stderr + result.stdout
 
 
-def test_cron_shows_next_and_last_runs_from_the_app_schedule(
-    db: Database, target: Target
-) -> None:
+def test_cron_shows_next_and_last_runs_from_the_app_schedule(db: Database, target: Target) -> None:
     (fired,) = cron_tick(db, SCHEDULE[:1], utcnow())
     doc = cli_json(target, "cron", "--app", "tests.cli.test_reports_cli")
     entries = {e["key"]: e for e in doc["entries"]}
@@ -176,8 +207,11 @@ def test_cron_shows_next_and_last_runs_from_the_app_schedule(
     assert entries["nightly"]["next_run"].endswith(("00:30:00Z", "01:30:00Z"))  # 02:30 local
     human = cli(target, "cron", "--app", "tests.cli.test_reports_cli")
     assert human.exit_code == 0 and "every_minute" in human.stdout
-    for app_name in ("tests.cli.test_reports_cli:NOT_A_SCHEDULE", "tests.cli.no_such_module",
-                     "tests.support.bad_cron_app"):
+    for app_name in (
+        "tests.cli.test_reports_cli:NOT_A_SCHEDULE",
+        "tests.cli.no_such_module",
+        "tests.support.bad_cron_app",
+    ):
         bad = cli(target, "cron", "--app", app_name)
         assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
 
@@ -187,12 +221,15 @@ def test_cron_without_app_shows_what_the_running_nodes_publish(
 ) -> None:
     bare = cli(target, "cron", "--json")
     assert bare.exit_code == 0 and json.loads(bare.stdout) == {
-        "source": "running nodes", "entries": []}
+        "source": "running nodes",
+        "entries": [],
+    }
     assert "no running node publishes a cron entry" in bare.stderr and "--app" in bare.stderr
     now = utcnow()
     published = SchedulePublication(SCHEDULE).document(now)
-    heartbeat(db, NodeBeat("web-1", "h", 1, {"default": 1}, None, 0, 1, now, schedule=published),
-              now)
+    heartbeat(
+        db, NodeBeat("web-1", "h", 1, {"default": 1}, None, 0, 1, now, schedule=published), now
+    )
     (fired,) = cron_tick(db, SCHEDULE[:1], now)
     doc = cli_json(target, "cron")
     assert doc["source"] == "running nodes"

@@ -159,9 +159,7 @@ def _completed(db: Database) -> int:
         return found
 
 
-def test_demo_runs_a_live_workload_then_stops(
-    db: Database, target: Target, tmp_path: Path
-) -> None:
+def test_demo_runs_a_live_workload_then_stops(db: Database, target: Target, tmp_path: Path) -> None:
     err = tmp_path / "demo.err"
     with open(err, "wb") as stderr:
         proc = subprocess.Popen(

@@ -21,17 +21,29 @@ def test_an_entry_records_who_where_when_and_what(db: Database) -> None:
     now = utcnow()
     with db.begin() as conn:
         written = record_audit(
-            db, conn, ALICE, "cancel", "job", "some-id",
-            {"from": JobState.EXECUTING, "id": uuid.UUID(int=1), "at": now}, now,
+            db,
+            conn,
+            ALICE,
+            "cancel",
+            "job",
+            "some-id",
+            {"from": JobState.EXECUTING, "id": uuid.UUID(int=1), "at": now},
+            now,
         )
     (entry,) = list_audit(db).entries
     assert entry == written
     assert (entry.actor, entry.host, entry.action, entry.target_type, entry.target) == (
-        "alice", "ops-1", "cancel", "job", "some-id",
+        "alice",
+        "ops-1",
+        "cancel",
+        "job",
+        "some-id",
     )
     assert entry.at == now
     assert entry.details == {
-        "from": "executing", "id": str(uuid.UUID(int=1)), "at": now.isoformat(),
+        "from": "executing",
+        "id": str(uuid.UUID(int=1)),
+        "at": now.isoformat(),
     }
 
 
@@ -76,7 +88,13 @@ def test_pages_are_newest_first_and_cover_every_entry_once(db: Database) -> None
         for i in range(23):
             action = "pause" if i % 2 else "resume"
             record_audit(
-                db, conn, ALICE, action, "queue", f"q{i % 3}", {"i": i},
+                db,
+                conn,
+                ALICE,
+                action,
+                "queue",
+                f"q{i % 3}",
+                {"i": i},
                 start + timedelta(seconds=i),
             )
     seen: list[int] = []
@@ -107,7 +125,10 @@ def test_pages_are_newest_first_and_cover_every_entry_once(db: Database) -> None
 )
 def test_bad_entries_are_refused(db: Database, kwargs: dict[str, object], match: str) -> None:
     args: dict[str, object] = {
-        "action": "cancel", "target_type": "job", "target": "id", "details": {},
+        "action": "cancel",
+        "target_type": "job",
+        "target": "id",
+        "details": {},
     }
     args.update(kwargs)
     with pytest.raises(InvalidArgumentError, match=match), db.begin() as conn:

@@ -91,7 +91,10 @@ def test_apply_works_in_batches_with_progress_and_one_audit_row_each(db: Databas
     progress: list[tuple[int, int]] = []
     flt = JobFilter(queues=("imports",))
     result = apply(
-        db, "discard", flt, batch=5,
+        db,
+        "discard",
+        flt,
+        batch=5,
         on_progress=lambda done, total: progress.append((done, total)),
     )
     assert result == BulkResult("discard", matched=23, changed=23, moved_on=0)
@@ -169,12 +172,11 @@ def test_a_job_that_changes_while_its_batch_waits_for_the_lock_is_skipped(db: Da
         other.begin()
         now = utcnow()
         other.execute(
-            sa.update(job).where(job.c.id == victim)
+            sa.update(job)
+            .where(job.c.id == victim)
             .values(state="completed", completed_at=now, finalized_at=now)
         )
-        worker = threading.Thread(
-            target=lambda: results.append(apply(db, "cancel", JobFilter()))
-        )
+        worker = threading.Thread(target=lambda: results.append(apply(db, "cancel", JobFilter())))
         worker.start()
         # Wait until the batch has read its ids and waits for the lock on the victim.
         deadline = time.monotonic() + 30
@@ -213,13 +215,21 @@ QUEUE_X = JobFilter(queues=("x",))
         (lambda db: bulk_preview(db, "retry", QUEUE_X, sample=101), "sample"),
         (lambda db: bulk_preview(db, "pause", QUEUE_X), "action"),
         (lambda db: bulk_apply(db, "retry", ALICE, utcnow()), "BulkPreview"),  # type: ignore[arg-type]
-        (lambda db: bulk_apply(db, bulk_preview(db, "retry", QUEUE_X), ALICE, utcnow(), batch=0),
-         "batch"),
-        (lambda db: bulk_apply(db, bulk_preview(db, "retry", QUEUE_X), ALICE, utcnow(),
-                               batch=10_000), "batch"),
+        (
+            lambda db: bulk_apply(db, bulk_preview(db, "retry", QUEUE_X), ALICE, utcnow(), batch=0),
+            "batch",
+        ),
+        (
+            lambda db: bulk_apply(
+                db, bulk_preview(db, "retry", QUEUE_X), ALICE, utcnow(), batch=10_000
+            ),
+            "batch",
+        ),
         (lambda db: bulk_preview(db, "cancel", JobFilter()), "all_jobs"),
-        (lambda db: bulk_preview(db, "retry", JobFilter(states=(JobState.COMPLETED,))),
-         "include_completed"),
+        (
+            lambda db: bulk_preview(db, "retry", JobFilter(states=(JobState.COMPLETED,))),
+            "include_completed",
+        ),
     ],
 )
 def test_bad_bulk_arguments_are_refused(db: Database, call: Any, match: str) -> None:
@@ -328,12 +338,24 @@ def test_a_previewed_retry_leaves_a_slot_being_purged_alone(db: Database) -> Non
     run = db.tables.job_run
     with db.begin() as conn:  # more history than one purge call deletes
         (started,) = conn.execute(sa.select(run.c.started_at).where(run.c.job_id == slot)).one()
-        conn.execute(sa.insert(run), [
-            {"job_id": slot, "attempt": 1, "queue": "default", "worker": "ok", "node": "n1",
-             "lease_token": uuid.uuid4(), "started_at": started, "finished_at": started,
-             "duration_ms": 0, "outcome": RunOutcome.COMPLETED.value}
-            for _ in range(RUNS_PER_CALL)
-        ])
+        conn.execute(
+            sa.insert(run),
+            [
+                {
+                    "job_id": slot,
+                    "attempt": 1,
+                    "queue": "default",
+                    "worker": "ok",
+                    "node": "n1",
+                    "lease_token": uuid.uuid4(),
+                    "started_at": started,
+                    "finished_at": started,
+                    "duration_ms": 0,
+                    "outcome": RunOutcome.COMPLETED.value,
+                }
+                for _ in range(RUNS_PER_CALL)
+            ],
+        )
     preview = bulk_preview(db, "retry", JobFilter(states=(JobState.PARKED,)))
     assert preview.count == 1
     with pytest.raises(ConflictError) as pending:

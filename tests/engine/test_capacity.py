@@ -121,9 +121,7 @@ def test_a_changed_limit_takes_effect_on_the_next_claim(db: Database) -> None:
     ("global_limit", "per_key"),
     [("three", 1), (3, "one"), (-1, 1), (3, -1), (True, 1), (2.5, 1), (None, 1), ({"n": 3}, 1)],
 )
-def test_invalid_settings_refuse_admission(
-    db: Database, global_limit: Any, per_key: Any
-) -> None:
+def test_invalid_settings_refuse_admission(db: Database, global_limit: Any, per_key: Any) -> None:
     limits(db, global_limit, per_key)
     job_for(db, "a")
     plain = enqueue(db, JobBuilder("ok", {}).queue("sync")).id  # not in the group: unaffected

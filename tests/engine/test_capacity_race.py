@@ -81,15 +81,14 @@ def run_all(procs: Any, target: Target, job_ids: list[str]) -> dict[str, datetim
     return admitted
 
 
-def executions(
-    db: Database, admitted: dict[str, datetime]
-) -> list[tuple[str, datetime, datetime]]:
+def executions(db: Database, admitted: dict[str, datetime]) -> list[tuple[str, datetime, datetime]]:
     """``(concurrency_key, started_at, finished_at)`` per job, from the run history as stored."""
     job, run = db.tables.job, db.tables.job_run
     with db.read() as conn:
         rows = conn.execute(
-            sa.select(job.c.id, job.c.concurrency_key, run.c.started_at, run.c.finished_at,
-                      run.c.outcome)
+            sa.select(
+                job.c.id, job.c.concurrency_key, run.c.started_at, run.c.finished_at, run.c.outcome
+            )
             .join(run, run.c.job_id == job.c.id)
             .where(job.c.id.in_([uuid.UUID(i) for i in admitted]))
         ).all()

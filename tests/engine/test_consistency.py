@@ -39,8 +39,13 @@ def _set(db: Database, conn: Connection, job_id: uuid.UUID, **values: object) ->
 def _open_run(db: Database, conn: Connection, job_id: uuid.UUID) -> None:
     conn.execute(
         insert(db.tables.job_run).values(
-            job_id=job_id, attempt=1, queue="default", worker="ok", node="ghost",
-            lease_token=uuid.uuid4(), started_at=utcnow(),
+            job_id=job_id,
+            attempt=1,
+            queue="default",
+            worker="ok",
+            node="ghost",
+            lease_token=uuid.uuid4(),
+            started_at=utcnow(),
         )
     )
 
@@ -58,9 +63,9 @@ def _unchecked(db: Database, conn: Connection) -> None:
         conn.execute(text("PRAGMA ignore_check_constraints = ON"))
     else:
         for name in ("slot_identity", "slot_state"):
-            conn.execute(text(
-                f"ALTER TABLE {db.tables.job.fullname} DROP CONSTRAINT ck_kickside_job_{name}"
-            ))
+            conn.execute(
+                text(f"ALTER TABLE {db.tables.job.fullname} DROP CONSTRAINT ck_kickside_job_{name}")
+            )
 
 
 def _park_a_one_shot(db: Database, conn: Connection, job_id: uuid.UUID) -> None:
@@ -72,7 +77,8 @@ Forge = Callable[[Database, Connection, uuid.UUID], None]
 CASES: dict[str, tuple[Callable[[Database], uuid.UUID], Forge]] = {
     "executing_without_lease": (_executing, lambda d, c, j: _set(d, c, j, attempted_at=None)),
     "lease_outside_executing": (
-        _available, lambda d, c, j: _set(d, c, j, lease_token=uuid.uuid4()),
+        _available,
+        lambda d, c, j: _set(d, c, j, lease_token=uuid.uuid4()),
     ),
     "executing_without_open_run": (_executing, lambda d, c, j: _settle_runs(d, c, j)),
     "open_run_without_lease": (_available, _open_run),

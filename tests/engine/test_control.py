@@ -314,7 +314,10 @@ def test_retry_revives_a_discarded_job_with_one_more_attempt(db: Database) -> No
     assert after.finalized_at is None and after.discarded_at is None
     (entry,) = audit_of(db, dead)
     assert (entry.actor, entry.host, entry.action, entry.target_type) == (
-        "alice", "ops-1", "retry", "job",
+        "alice",
+        "ops-1",
+        "retry",
+        "job",
     )
     assert entry.at == now and entry.details["from"] == "discarded"
     assert entry.details["to"] == "available"
@@ -498,8 +501,10 @@ def test_pause_stops_claims_on_every_node_until_resumed(db: Database) -> None:
 
 def test_pausing_an_unknown_queue_is_refused_unless_create(db: Database) -> None:
     enqueue(db, job("ok").queue("mailers"))
-    for act in (lambda: pause_queue(db, "imports", ALICE, utcnow()),
-                lambda: resume_queue(db, "imports", ALICE, utcnow())):
+    for act in (
+        lambda: pause_queue(db, "imports", ALICE, utcnow()),
+        lambda: resume_queue(db, "imports", ALICE, utcnow()),
+    ):
         with pytest.raises(NotFoundError, match="known queues: mailers") as info:
             act()
         assert info.value.details == {"queue": "imports", "known": ["mailers"]}
@@ -527,8 +532,14 @@ def add_node(db: Database, name: str, queues: Any, heartbeat_at: datetime) -> No
     with db.begin() as conn:
         conn.execute(
             sa.insert(db.tables.node).values(
-                name=name, host=f"{name}.local", pid=4242, queues=queues, code_version="v1",
-                executors_busy=1, executors_total=4, started_at=heartbeat_at - timedelta(hours=1),
+                name=name,
+                host=f"{name}.local",
+                pid=4242,
+                queues=queues,
+                code_version="v1",
+                executors_busy=1,
+                executors_total=4,
+                started_at=heartbeat_at - timedelta(hours=1),
                 heartbeat_at=heartbeat_at,
             )
         )

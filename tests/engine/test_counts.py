@@ -17,9 +17,7 @@ from ..support.workers import registry
 def _history(db: Database) -> None:
     """mailers: 6 completed, 2 discarded, 1 available; reports: 1 cancelled, 1 scheduled."""
     enqueue_many(db, [JobBuilder("ok", {"n": i}).queue("mailers") for i in range(6)])
-    enqueue_many(
-        db, [JobBuilder("discard", {"n": i}).queue("mailers") for i in range(2)]
-    )
+    enqueue_many(db, [JobBuilder("discard", {"n": i}).queue("mailers") for i in range(2)])
     enqueue(db, JobBuilder("cancel", {"post_id": 1}).queue("reports"))
     drain_jobs(db, registry)
     enqueue(db, JobBuilder("ok", {"n": 9}).queue("mailers"))

@@ -119,13 +119,15 @@ def test_set_capacity_refuses_a_namespace_nothing_uses_unless_create(db: Databas
     set_setting(db, "other.limits", "global_limit", 1)  # settings exist under it
     assert capacity_namespaces(db) == ["app.capacity", "other.limits"]
     with pytest.raises(NotFoundError, match=r"known namespaces: app\.capacity, other\.limits"):
-        set_capacity(db, "app.capacityy", global_limit=2, per_key_limit=1, actor=ACTOR,
-                     now=utcnow())
+        set_capacity(
+            db, "app.capacityy", global_limit=2, per_key_limit=1, actor=ACTOR, now=utcnow()
+        )
     assert get_settings(db, "app.capacityy") == [] and list_audit(db).entries == []
     for known in ("app.capacity", "other.limits"):
         set_capacity(db, known, global_limit=2, per_key_limit=1, actor=ACTOR, now=utcnow())
-    set_capacity(db, "new.group", global_limit=2, per_key_limit=1, actor=ACTOR, now=utcnow(),
-                 create=True)
+    set_capacity(
+        db, "new.group", global_limit=2, per_key_limit=1, actor=ACTOR, now=utcnow(), create=True
+    )
     assert "new.group" in capacity_namespaces(db)
     assert stops_work(0, 1) and stops_work(3, 0) and not stops_work(1, 1)
 

@@ -20,7 +20,12 @@ def _at(minute: int, second: float) -> datetime:
 
 
 def _run(
-    db: Database, queue: str, *, due: datetime, claimed: datetime, took_ms: int | None,
+    db: Database,
+    queue: str,
+    *,
+    due: datetime,
+    claimed: datetime,
+    took_ms: int | None,
     result: ResultKind = ResultKind.DONE,
 ) -> None:
     """A job due at ``due``, claimed at ``claimed``, and settled ``took_ms`` later (or not)."""
@@ -82,8 +87,13 @@ def test_a_quiet_window_has_every_bucket_empty(db: Database) -> None:
 def test_percentiles_take_the_nearest_rank_and_skip_unknown_times(db: Database) -> None:
     for i in range(21):
         due = _at(2, i * 2)
-        _run(db, "q", due=due, claimed=due + timedelta(milliseconds=10 * (i + 1)),
-             took_ms=10 * (i + 1))
+        _run(
+            db,
+            "q",
+            due=due,
+            claimed=due + timedelta(milliseconds=10 * (i + 1)),
+            took_ms=10 * (i + 1),
+        )
     run = db.tables.job_run
     with db.begin() as conn:  # a run whose time is unknown (the 21st) counts in no percentile
         conn.execute(run.update().where(run.c.duration_ms == 210).values(duration_ms=None))
@@ -106,11 +116,21 @@ def test_bucket_percentiles_match_nearest_rank_on_both_databases(db: Database) -
         expected[minute] = (percentiles(queued), percentiles(ran))
         for k, (q_ms, r_ms) in enumerate(zip(queued, ran, strict=True)):
             finished = _at(minute, k)
-            rows.append({
-                "job_id": job.id, "attempt": 1, "queue": "q", "worker": "w", "node": "n1",
-                "lease_token": uuid.uuid4(), "queue_ms": q_ms, "duration_ms": r_ms,
-                "started_at": finished, "finished_at": finished, "outcome": "completed",
-            })
+            rows.append(
+                {
+                    "job_id": job.id,
+                    "attempt": 1,
+                    "queue": "q",
+                    "worker": "w",
+                    "node": "n1",
+                    "lease_token": uuid.uuid4(),
+                    "queue_ms": q_ms,
+                    "duration_ms": r_ms,
+                    "started_at": finished,
+                    "finished_at": finished,
+                    "outcome": "completed",
+                }
+            )
     with db.begin() as conn:
         conn.execute(db.tables.job_run.insert(), rows)
     (q,) = queue_metrics(db, NOW, window=WINDOW)

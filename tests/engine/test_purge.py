@@ -52,11 +52,16 @@ def add_settled_runs(db: Database, job_id: uuid.UUID, count: int) -> None:
             sa.insert(db.tables.job_run),
             [
                 {
-                    "job_id": job_id, "attempt": 1, "queue": "default", "worker": "ok",
-                    "node": "n1", "lease_token": uuid.uuid4(),
+                    "job_id": job_id,
+                    "attempt": 1,
+                    "queue": "default",
+                    "worker": "ok",
+                    "node": "n1",
+                    "lease_token": uuid.uuid4(),
                     "started_at": start + timedelta(seconds=i),
                     "finished_at": start + timedelta(seconds=i, milliseconds=5),
-                    "duration_ms": 5, "outcome": RunOutcome.COMPLETED.value,
+                    "duration_ms": 5,
+                    "outcome": RunOutcome.COMPLETED.value,
                 }
                 for i in range(count)
             ],
@@ -67,8 +72,9 @@ def run_ids(db: Database, job_id: uuid.UUID) -> list[int]:
     run = db.tables.job_run
     with db.read() as conn:
         return list(
-            conn.execute(sa.select(run.c.id).where(run.c.job_id == job_id).order_by(run.c.id))
-            .scalars()
+            conn.execute(
+                sa.select(run.c.id).where(run.c.job_id == job_id).order_by(run.c.id)
+            ).scalars()
         )
 
 
@@ -91,7 +97,9 @@ def test_a_slot_with_250_settled_runs_is_purged_in_three_calls(db: Database) -> 
     assert len(ids) == 250 and RUNS_PER_CALL == 100
     first = purge_conflict(db)
     assert first == {
-        "cleanup_pending": True, "needs_continue": True, "runs_deleted": 100,
+        "cleanup_pending": True,
+        "needs_continue": True,
+        "runs_deleted": 100,
         "job_id": str(job_id),
     }
     assert run_ids(db, job_id) == ids[100:]  # oldest first, and the page is committed

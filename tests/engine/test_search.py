@@ -22,8 +22,9 @@ def _jobs(db: Database) -> dict[int, uuid.UUID]:
     ids = {}
     for i in range(30):
         note = f"has {NEEDLE.upper()} inside" if i in MATCHING else f"plain {i}"
-        ids[i] = enqueue(db, JobBuilder("ok", {"i": i, "note": note}), now=base + timedelta(
-            seconds=i)).id
+        ids[i] = enqueue(
+            db, JobBuilder("ok", {"i": i, "note": note}), now=base + timedelta(seconds=i)
+        ).id
     return ids
 
 

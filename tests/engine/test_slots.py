@@ -101,7 +101,9 @@ def test_a_slot_without_demand_is_enqueued_like_any_job(db: Database) -> None:
     assert not inserted.duplicate and inserted.state is JobState.AVAILABLE
     job = current(db, inserted.id)
     assert job.kind is JobKind.SLOT and (job.namespace, job.scope, job.identity_key) == (
-        NS, SCOPE, "k1",
+        NS,
+        SCOPE,
+        "k1",
     )
     assert not job.demand_pending and not job.control_pending and job.demand_seq == 0
     later = enqueue(db, slot("k2").schedule_in(timedelta(hours=1)), now=now)
@@ -262,16 +264,12 @@ def test_get_job_statuses_tx_sees_the_callers_writes_and_leaves_its_transaction(
         assert conn.in_transaction()
         wake_job(db, inserted.id, conn=conn)  # the transaction is still usable
         assert get_job_statuses_tx(db, [inserted.id], conn) == {inserted.id: JobState.AVAILABLE}
-        assert get_job_statuses(db, [inserted.id], conn=conn) == {
-            inserted.id: JobState.AVAILABLE
-        }
+        assert get_job_statuses(db, [inserted.id], conn=conn) == {inserted.id: JobState.AVAILABLE}
         raise RuntimeError("roll back")
     assert get_job_statuses(db, [inserted.id]) == {}
 
 
-def test_runtime_sql_follows_the_hosts_database_mapping(
-    db: Database, selects: list[str]
-) -> None:
+def test_runtime_sql_follows_the_hosts_database_mapping(db: Database, selects: list[str]) -> None:
     host = connect_database(engine=db.engine, schema=db.schema)  # the host's own engine
     inserted = enqueue(host, slot(demand=True))
     assert get_job_statuses(db, [inserted.id]) == {inserted.id: JobState.AVAILABLE}
@@ -383,8 +381,13 @@ def test_a_retry_floor_can_exceed_the_policy_cap(db: Database) -> None:
     inserted = enqueue(db, slot())
     claimed = claim_one(db)
     two_hours = timedelta(hours=2) / timedelta(milliseconds=1)
-    assert fail(db, claimed, "slow down", retry_after_ms=two_hours,
-                backoff=Backoff(cap=timedelta(minutes=1)))
+    assert fail(
+        db,
+        claimed,
+        "slow down",
+        retry_after_ms=two_hours,
+        backoff=Backoff(cap=timedelta(minutes=1)),
+    )
     assert _waited(current(db, inserted.id)) >= timedelta(hours=2)
 
 
@@ -432,7 +435,8 @@ def test_list_slots_shows_identity_state_demand_and_last_run(db: Database) -> No
     later = now + timedelta(seconds=1)
     listed = list_slots(db, namespace=NS, now=later)
     assert [(s.key, s.state) for s in listed] == [
-        ("a", JobState.AVAILABLE), ("b", JobState.SCHEDULED),
+        ("a", JobState.AVAILABLE),
+        ("b", JobState.SCHEDULED),
     ]
     a, b = listed
     assert a.job_id == ran.id and a.demand_pending and not a.control_pending and a.due
@@ -553,9 +557,7 @@ def woken_since(db: Database, job_id: uuid.UUID, seq: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_wake_racing_a_completion_is_never_lost(
-    db: Database, target: Target, procs: Any
-) -> None:
+def test_a_wake_racing_a_completion_is_never_lost(db: Database, target: Target, procs: Any) -> None:
     inserted = enqueue(db, slot(demand=True))
     for _ in range(10):
         claimed = claim_one(db)

@@ -227,8 +227,17 @@ def test_wake_multi_gives_ordinary_demand_to_the_named_slots(db: Database) -> No
     now = utcnow()
     with db.begin() as conn:
         result = wake_multi(  # the kickside seed's order, (tx, db, keys), is accepted too
-            conn, db, [key("b"), ("app.sync", "tenant:1", "a"), key("busy"), key("off"),
-                       key("oneshot"), key("gone"), key("a")],
+            conn,
+            db,
+            [
+                key("b"),
+                ("app.sync", "tenant:1", "a"),
+                key("busy"),
+                key("off"),
+                key("oneshot"),
+                key("gone"),
+                key("a"),
+            ],
             now=now,
         )
     assert sorted(result.woken) == sorted([a, b, busy, off])
@@ -367,7 +376,11 @@ def register_node(db: Database, name: str, heartbeat_at: datetime) -> None:
     with db.begin() as conn:
         conn.execute(
             sa.insert(db.tables.node).values(
-                name=name, host="h", pid=1, queues=["default"], started_at=heartbeat_at,
+                name=name,
+                host="h",
+                pid=1,
+                queues=["default"],
+                started_at=heartbeat_at,
                 heartbeat_at=heartbeat_at,
             )
         )
@@ -418,8 +431,15 @@ def test_concurrent_fan_outs_over_overlapping_keys_never_deadlock(
         named_per_child = pool.starmap(
             slot_procs.fan_out,
             [
-                (target.url, target.schema, str(own[p]), f"own{p}", key_pool, 30,
-                 random.randrange(1 << 30))
+                (
+                    target.url,
+                    target.schema,
+                    str(own[p]),
+                    f"own{p}",
+                    key_pool,
+                    30,
+                    random.randrange(1 << 30),
+                )
                 for p in own
             ],
         )

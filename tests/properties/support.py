@@ -194,9 +194,7 @@ def is_storable(value: Any) -> bool:
 
 def is_name(value: str, max_length: int = 255) -> bool:
     """The engine's rule for worker and queue names, restated."""
-    return len(value) <= max_length and bool(
-        re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:\-/]*", value)
-    )
+    return len(value) <= max_length and bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:\-/]*", value))
 
 
 def absent_id() -> uuid.UUID:

@@ -111,9 +111,7 @@ def _identity_ok(part: str) -> bool:
 
 def _tags_ok(tags: list[str]) -> bool:
     unique = list(dict.fromkeys(tags))
-    return (
-        all(t and len(t) <= 255 and is_storable(t) for t in tags) and len(unique) <= 64
-    )
+    return all(t and len(t) <= 255 and is_storable(t) for t in tags) and len(unique) <= 64
 
 
 def _seconds(value: int) -> timedelta:
@@ -127,7 +125,10 @@ names = st.one_of(st.sampled_from(["ok", "mailer.deliver", "a/b:c-d", "_x"]), an
 valid_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.:\-/]{0,30}", fullmatch=True)
 storable_values = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), any_int, st.floats(allow_nan=False, allow_infinity=False),
+        st.none(),
+        st.booleans(),
+        any_int,
+        st.floats(allow_nan=False, allow_infinity=False),
         storable_text,
     ),
     lambda inner: st.one_of(
@@ -162,15 +163,18 @@ def test_enqueue_stores_what_it_accepts_and_refuses_the_rest(db: Database, data:
     max_attempts = pick("max_attempts", st.integers(1, 10_000), any_int)
     tags = pick("tags", st.lists(identity_parts, max_size=4), st.lists(any_text, max_size=4))
     meta = pick(
-        "meta", st.dictionaries(storable_text, storable_values, max_size=3),
+        "meta",
+        st.dictionaries(storable_text, storable_values, max_size=3),
         st.dictionaries(any_text, json_values, max_size=3),
     )
     delay = pick(
-        "delay", st.none() | st.integers(-(10**6), 10**8).map(_seconds),
+        "delay",
+        st.none() | st.integers(-(10**6), 10**8).map(_seconds),
         st.integers(-(10**15), 10**15).map(_seconds),
     )
     identity = pick(
-        "identity", st.none() | st.tuples(identity_parts, identity_parts, identity_parts),
+        "identity",
+        st.none() | st.tuples(identity_parts, identity_parts, identity_parts),
         st.tuples(any_text, any_text, any_text),
     )
     slot = identity is not None and data.draw(st.booleans(), label="slot")
@@ -292,9 +296,7 @@ def test_filters_take_any_text(
         return len(page.jobs), control.count_jobs(db, flt), preview.count
 
     result = attempt(read)
-    valid_names = all(
-        v and len(v) <= 255 and is_storable(v) for v in (*queues, *workers, *tags)
-    )
+    valid_names = all(v and len(v) <= 255 and is_storable(v) for v in (*queues, *workers, *tags))
     valid = (
         all(s in {x.value for x in JobState} for s in states)
         and valid_names
@@ -354,8 +356,13 @@ def test_capacity_settings_take_any_numbers_and_claims_never_exceed_them(
     now = utcnow()
     written = attempt(
         lambda: set_capacity(
-            db, namespace, global_limit=global_limit, per_key_limit=per_key_limit,
-            actor=ME, now=now, create=True,
+            db,
+            namespace,
+            global_limit=global_limit,
+            per_key_limit=per_key_limit,
+            actor=ME,
+            now=now,
+            create=True,
         )
     )
     valid = (
@@ -415,9 +422,7 @@ def test_counts_and_durations_take_any_number(db: Database, n: int, seconds: flo
 
 @PROPERTY
 @given(ms=any_float | any_int, snooze_s=st.integers(-(10**15), 10**15))
-def test_retry_hints_and_snoozes_take_any_duration(
-    db: Database, ms: float, snooze_s: int
-) -> None:
+def test_retry_hints_and_snoozes_take_any_duration(db: Database, ms: float, snooze_s: int) -> None:
     queue = f"hints_{uuid.uuid4().hex[:12]}"
     for _ in range(2):
         enqueue(db, JobBuilder("ok", {}).queue(queue).max_attempts(5))

@@ -83,8 +83,9 @@ def assert_clean(result: Result, argv: list[str]) -> None:
 
 cli_text = st.one_of(any_text.filter(lambda t: len(t) <= 100_000), storable_text)
 numbers = st.one_of(any_int.map(str), any_float.map(repr), cli_text)
-flags = st.sampled_from(["--json", "--yes", "--dry-run", "--all", "--demand", "--slot",
-                         "--create", "--wide"])
+flags = st.sampled_from(
+    ["--json", "--yes", "--dry-run", "--all", "--demand", "--slot", "--create", "--wide"]
+)
 
 
 def _options(names: list[str], values: st.SearchStrategy[str]) -> st.SearchStrategy[list[str]]:
@@ -94,36 +95,93 @@ def _options(names: list[str], values: st.SearchStrategy[str]) -> st.SearchStrat
 
 FILTER = ["--state", "--queue", "--worker", "--tag", "--search"]
 command_lines = st.one_of(
-    st.tuples(st.just(["jobs"]), _options([*FILTER, "--kind", "--cursor"], cli_text),
-              _options(["--limit"], numbers)),
-    st.tuples(st.sampled_from([["job"], ["explain"], ["wake"], ["park"], ["resume"], ["retry"],
-                               ["cancel"], ["discard"], ["delete"]]),
-              job_id_text.map(lambda i: [i]), st.just(["--yes"])),
-    st.tuples(st.sampled_from([["bulk", "retry"], ["bulk", "cancel"], ["bulk", "discard"]]),
-              _options(FILTER, cli_text), _options(["--batch", "--sample"], numbers)),
-    st.tuples(st.just(["purge-slot", "--yes"]),
-              _options(["--namespace", "--scope", "--key"], cli_text),
-              _options(["--timeout"], numbers)),
-    st.tuples(st.just(["slots"]), _options(["--namespace", "--scope"], cli_text),
-              _options(["--limit"], numbers)),
-    st.tuples(st.sampled_from([["queues", "pause"], ["queues", "resume"]]),
-              cli_text.map(lambda q: [q]), st.just([])),
-    st.tuples(st.just(["capacity", "set"]), cli_text.map(lambda n: [n]),
-              _options(["--global-limit", "--per-key-limit", "--global-key"], numbers)),
-    st.tuples(st.just(["enqueue"]), cli_text.map(lambda w: [w]),
-              _options(["--args", "--meta"], bad_json_text | cli_text)),
-    st.tuples(st.just(["enqueue", "ok"]),
-              _options(["--queue", "--tag", "--unique", "--namespace", "--scope", "--key",
-                        "--concurrency-key", "--schedule-at", "--app"], cli_text),
-              _options(["--priority", "--max-attempts", "--schedule-in", "--unique-period",
-                        "--max-execution"], numbers)),
-    st.tuples(st.just(["audit"]), _options(["--action", "--target", "--cursor"], cli_text),
-              _options(["--limit"], numbers)),
-    st.tuples(st.just(["prune", "--yes"]), st.just([]),
-              _options(["--older-than-days"], numbers)),
+    st.tuples(
+        st.just(["jobs"]),
+        _options([*FILTER, "--kind", "--cursor"], cli_text),
+        _options(["--limit"], numbers),
+    ),
+    st.tuples(
+        st.sampled_from(
+            [
+                ["job"],
+                ["explain"],
+                ["wake"],
+                ["park"],
+                ["resume"],
+                ["retry"],
+                ["cancel"],
+                ["discard"],
+                ["delete"],
+            ]
+        ),
+        job_id_text.map(lambda i: [i]),
+        st.just(["--yes"]),
+    ),
+    st.tuples(
+        st.sampled_from([["bulk", "retry"], ["bulk", "cancel"], ["bulk", "discard"]]),
+        _options(FILTER, cli_text),
+        _options(["--batch", "--sample"], numbers),
+    ),
+    st.tuples(
+        st.just(["purge-slot", "--yes"]),
+        _options(["--namespace", "--scope", "--key"], cli_text),
+        _options(["--timeout"], numbers),
+    ),
+    st.tuples(
+        st.just(["slots"]),
+        _options(["--namespace", "--scope"], cli_text),
+        _options(["--limit"], numbers),
+    ),
+    st.tuples(
+        st.sampled_from([["queues", "pause"], ["queues", "resume"]]),
+        cli_text.map(lambda q: [q]),
+        st.just([]),
+    ),
+    st.tuples(
+        st.just(["capacity", "set"]),
+        cli_text.map(lambda n: [n]),
+        _options(["--global-limit", "--per-key-limit", "--global-key"], numbers),
+    ),
+    st.tuples(
+        st.just(["enqueue"]),
+        cli_text.map(lambda w: [w]),
+        _options(["--args", "--meta"], bad_json_text | cli_text),
+    ),
+    st.tuples(
+        st.just(["enqueue", "ok"]),
+        _options(
+            [
+                "--queue",
+                "--tag",
+                "--unique",
+                "--namespace",
+                "--scope",
+                "--key",
+                "--concurrency-key",
+                "--schedule-at",
+                "--app",
+            ],
+            cli_text,
+        ),
+        _options(
+            ["--priority", "--max-attempts", "--schedule-in", "--unique-period", "--max-execution"],
+            numbers,
+        ),
+    ),
+    st.tuples(
+        st.just(["audit"]),
+        _options(["--action", "--target", "--cursor"], cli_text),
+        _options(["--limit"], numbers),
+    ),
+    st.tuples(st.just(["prune", "--yes"]), st.just([]), _options(["--older-than-days"], numbers)),
     st.tuples(st.just(["cron"]), _options(["--app"], cli_text), st.just([])),
-    st.tuples(st.sampled_from([["queues"], ["capacity"], ["stats"], ["nodes"], ["leases"],
-                               ["migrate", "status"]]), st.just([]), st.just([])),
+    st.tuples(
+        st.sampled_from(
+            [["queues"], ["capacity"], ["stats"], ["nodes"], ["leases"], ["migrate", "status"]]
+        ),
+        st.just([]),
+        st.just([]),
+    ),
 ).map(lambda parts: [*parts[0], *parts[1], *parts[2]])
 
 
@@ -158,8 +216,7 @@ def test_job_ids_are_usage_errors_or_not_found(
 
 @PROPERTY
 @given(
-    args=st.dictionaries(storable_text, storable_text | st.integers() | st.booleans(),
-                         max_size=4),
+    args=st.dictionaries(storable_text, storable_text | st.integers() | st.booleans(), max_size=4),
     tag=storable_text.filter(lambda t: bool(t) and len(t) <= 255),
 )
 def test_enqueued_args_come_back_redacted_and_whole(
@@ -203,7 +260,11 @@ def _kickside(target: Target, *argv: bytes | str) -> subprocess.CompletedProcess
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "kickside_tui.cli", *target.cli_args(), *argv],
-        capture_output=True, env=env, cwd=ROOT, timeout=60, check=False,
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
     )
 
 

@@ -76,8 +76,9 @@ def test_tags_match_whole_and_literally(
 
 
 @PROPERTY
-@given(scopes=st.lists(values.filter(str.strip), min_size=1, max_size=4, unique=True),
-       needle=needles)
+@given(
+    scopes=st.lists(values.filter(str.strip), min_size=1, max_size=4, unique=True), needle=needles
+)
 def test_slot_identities_and_audit_targets_match_exactly(
     db: Database, target: Target, scopes: list[str], needle: str
 ) -> None:
@@ -88,13 +89,14 @@ def test_slot_identities_and_audit_targets_match_exactly(
             record_audit(db, conn, ME, "probe", "slot", f"{namespace}|{scope}", {}, utcnow())
     found = {s.scope for s in list_slots(db, namespace=namespace, scope=needle)}
     assert found == ({needle} & set(scopes))
-    result = runner.invoke(app, [*target.cli_args(), "slots", "--namespace", namespace,
-                                 "--scope", needle, "--json"])
+    result = runner.invoke(
+        app, [*target.cli_args(), "slots", "--namespace", namespace, "--scope", needle, "--json"]
+    )
     assert result.exit_code == 0, result.stderr
     assert {s["scope"] for s in json.loads(result.stdout)["slots"]} == found
     entries = list_audit(db, action="probe", target=f"{namespace}|{needle}").entries
-    assert {e.target for e in entries} == ({f"{namespace}|{needle}"} & {
-        f"{namespace}|{s}" for s in scopes
-    })
+    assert {e.target for e in entries} == (
+        {f"{namespace}|{needle}"} & {f"{namespace}|{s}" for s in scopes}
+    )
     assert list_audit(db, action=needle).entries == []
     assert_consistent(db)

@@ -155,9 +155,7 @@ def make_machine(db: Database) -> type[RuleBasedStateMachine]:
 
         @rule(key=st.sampled_from(KEYS))
         def purge(self, key: str) -> None:
-            attempt(
-                lambda: purge_slot(db, namespace=self.queue, scope="slots", key=key, actor=ME)
-            )
+            attempt(lambda: purge_slot(db, namespace=self.queue, scope="slots", key=key, actor=ME))
 
         # Nothing is due within a minute; everything (leases, backoffs, schedules) in two hours.
         @rule(minutes=st.sampled_from((1, 120)))
@@ -195,6 +193,7 @@ def test_any_sequence_of_calls_keeps_jobs_consistent(db: Database) -> None:
     machine = make_machine(db)
     run_state_machine_as_test(
         machine,
-        settings=settings(PROPERTY, max_examples=max(8, PROPERTY.max_examples // 3),
-                          stateful_step_count=20),
+        settings=settings(
+            PROPERTY, max_examples=max(8, PROPERTY.max_examples // 3), stateful_step_count=20
+        ),
     )

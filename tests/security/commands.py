@@ -84,31 +84,57 @@ ACTIONS: dict[str, Action] = {
     "park": Action(lambda s: ["park", "--yes", str(s.park)], "park", lambda s: str(s.park)),
     "resume": Action(lambda s: ["resume", str(s.resume)], "resume", lambda s: str(s.resume)),
     "retry": Action(lambda s: ["retry", str(s.retry)], "retry", lambda s: str(s.retry)),
-    "cancel": Action(lambda s: ["cancel", "--yes", str(s.cancel)], "cancel",
-                     lambda s: str(s.cancel)),
-    "discard": Action(lambda s: ["discard", "--yes", str(s.discard)], "discard",
-                      lambda s: str(s.discard)),
-    "delete": Action(lambda s: ["delete", "--yes", str(s.delete)], "delete",
-                     lambda s: str(s.delete)),
-    "bulk retry": Action(lambda s: ["bulk", "retry", "--queue", "bulk-retry", "--yes"],
-                         "bulk_retry"),
-    "bulk cancel": Action(lambda s: ["bulk", "cancel", "--queue", "bulk-cancel", "--yes"],
-                          "bulk_cancel"),
-    "bulk discard": Action(lambda s: ["bulk", "discard", "--queue", "bulk-discard", "--yes"],
-                           "bulk_discard"),
-    "purge-slot": Action(
-        lambda s: ["purge-slot", "--namespace", "audit", "--scope", "slots", "--key", "purge",
-                   "--yes"],
-        "purge_slot", lambda s: "audit/slots/purge",
+    "cancel": Action(
+        lambda s: ["cancel", "--yes", str(s.cancel)], "cancel", lambda s: str(s.cancel)
     ),
-    "queues pause": Action(lambda s: ["queues", "pause", "audited", "--yes"], "pause",
-                           lambda s: "audited"),
-    "queues resume": Action(lambda s: ["queues", "resume", "audited"], "resume",
-                            lambda s: "audited"),
+    "discard": Action(
+        lambda s: ["discard", "--yes", str(s.discard)], "discard", lambda s: str(s.discard)
+    ),
+    "delete": Action(
+        lambda s: ["delete", "--yes", str(s.delete)], "delete", lambda s: str(s.delete)
+    ),
+    "bulk retry": Action(
+        lambda s: ["bulk", "retry", "--queue", "bulk-retry", "--yes"], "bulk_retry"
+    ),
+    "bulk cancel": Action(
+        lambda s: ["bulk", "cancel", "--queue", "bulk-cancel", "--yes"], "bulk_cancel"
+    ),
+    "bulk discard": Action(
+        lambda s: ["bulk", "discard", "--queue", "bulk-discard", "--yes"], "bulk_discard"
+    ),
+    "purge-slot": Action(
+        lambda s: [
+            "purge-slot",
+            "--namespace",
+            "audit",
+            "--scope",
+            "slots",
+            "--key",
+            "purge",
+            "--yes",
+        ],
+        "purge_slot",
+        lambda s: "audit/slots/purge",
+    ),
+    "queues pause": Action(
+        lambda s: ["queues", "pause", "audited", "--yes"], "pause", lambda s: "audited"
+    ),
+    "queues resume": Action(
+        lambda s: ["queues", "resume", "audited"], "resume", lambda s: "audited"
+    ),
     "capacity set": Action(
-        lambda s: ["capacity", "set", "audit.capacity", "--global-limit", "2",
-                   "--per-key-limit", "1", "--create"],
-        "capacity_set", lambda s: "audit.capacity",
+        lambda s: [
+            "capacity",
+            "set",
+            "audit.capacity",
+            "--global-limit",
+            "2",
+            "--per-key-limit",
+            "1",
+            "--create",
+        ],
+        "capacity_set",
+        lambda s: "audit.capacity",
     ),
     "prune": Action(lambda s: ["prune", "--older-than-days", "7", "--yes"], "prune"),
     "reload": Action(lambda s: ["reload"], "reload"),

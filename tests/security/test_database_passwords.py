@@ -64,9 +64,15 @@ def test_display_url_masks_every_password() -> None:
 @pytest.mark.parametrize("url", UNREACHABLE)
 @pytest.mark.parametrize(
     "argv",
-    [["jobs"], ["job", "01a22b5b-2c00-7000-8000-000000000001"], ["doctor"], ["migrate"],
-     ["migrate", "status"], ["stats", "--json"],
-     ["worker", "--app", "tests.support.pool_app"]],
+    [
+        ["jobs"],
+        ["job", "01a22b5b-2c00-7000-8000-000000000001"],
+        ["doctor"],
+        ["migrate"],
+        ["migrate", "status"],
+        ["stats", "--json"],
+        ["worker", "--app", "tests.support.pool_app"],
+    ],
 )
 def test_an_unreachable_database_is_reported_without_its_password(
     url: str, argv: list[str]
@@ -97,10 +103,14 @@ def test_a_malformed_url_is_a_usage_error_without_its_password(
 @pytest.mark.parametrize("url", UNREACHABLE)
 def test_help_never_shows_the_password(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KICKSIDE_DATABASE_URL", url)
-    for entry, argv in ((app, ["--help"]), (app, ["jobs", "--help"]),
-                        (app, ["--database-url", url, "queues", "--help"]),
-                        (app, ["--database-url", url, "--help"]),
-                        (tui.cli, ["--help"]), (tui.cli, ["--database-url", url, "--help"])):
+    for entry, argv in (
+        (app, ["--help"]),
+        (app, ["jobs", "--help"]),
+        (app, ["--database-url", url, "queues", "--help"]),
+        (app, ["--database-url", url, "--help"]),
+        (tui.cli, ["--help"]),
+        (tui.cli, ["--database-url", url, "--help"]),
+    ):
         result = runner.invoke(entry, argv)
         assert result.exit_code == 0, result.output
         if argv[-2:] != ["queues", "--help"] and argv[0] != "jobs":

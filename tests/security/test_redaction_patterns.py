@@ -29,9 +29,7 @@ SECRETS = ("x", "tok3n", "eyJhbGciOiJIUzI1NiJ9", "hunter2", "s3cr3t", "ak_123", 
 
 
 @pytest.mark.parametrize(("text", "context"), CASES)
-def test_each_named_secret_shape_is_redacted_and_its_context_kept(
-    text: str, context: str
-) -> None:
+def test_each_named_secret_shape_is_redacted_and_its_context_kept(text: str, context: str) -> None:
     result = redact_text(text)
     assert REDACTED in result
     assert context in result

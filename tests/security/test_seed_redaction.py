@@ -113,12 +113,12 @@ def test_the_seed_example_leaks_its_secrets_nowhere(
     args = {"leak": leak.name, "endpoint": leak.text, "order": 42}
     job_id = enqueue(db, JobBuilder("leaky", args).max_attempts(1)).id
     log = tmp_path / "pool.log"
-    pool = start_worker(target.cli_args(), app="tests.support.workers", queues="default:1",
-                        log=log)
+    pool = start_worker(target.cli_args(), app="tests.support.workers", queues="default:1", log=log)
     try:
         wait_for(
             lambda: (job := get_job(db, job_id)) is not None and job.state is JobState.DISCARDED,
-            60, "the leaky job to fail for good",
+            60,
+            "the leaky job to fail for good",
         )
     finally:
         assert stop(pool) == 0
@@ -149,9 +149,13 @@ def test_the_seed_example_leaks_its_secrets_nowhere(
     assert_redacted(text, "the pool's log", leak, (leak.context,))
 
     # Shown by the CLI, as tables and as JSON.
-    for argv in (["job", str(job_id)], ["job", str(job_id), "--json"],
-                 ["jobs", "--json"], ["jobs", "--state", "discarded"],
-                 ["explain", str(job_id), "--json"]):
+    for argv in (
+        ["job", str(job_id)],
+        ["job", str(job_id), "--json"],
+        ["jobs", "--json"],
+        ["jobs", "--state", "discarded"],
+        ["explain", str(job_id), "--json"],
+    ):
         result = runner.invoke(app, [*target.cli_args(), *argv])
         assert result.exit_code == 0, (argv, result.stderr)
         # `jobs` cuts the last error to a table cell; `explain` shows reasons, not errors.

@@ -91,28 +91,53 @@ def _at(seconds: float) -> datetime:
 
 
 def _run(
-    db: Database, builder: JobBuilder, *, at: float, took_ms: int = 0,
-    result: ResultKind | None = ResultKind.DONE, error: str | None = None,
-    node: str = NODE, lease: float = 30.0, park: bool = False,
+    db: Database,
+    builder: JobBuilder,
+    *,
+    at: float,
+    took_ms: int = 0,
+    result: ResultKind | None = ResultKind.DONE,
+    error: str | None = None,
+    node: str = NODE,
+    lease: float = 30.0,
+    park: bool = False,
 ) -> ClaimedJob:
     """Enqueue ``builder`` at ``at`` seconds from NOW, claim it then, and settle it if asked."""
     inserted = enqueue(db, builder, now=_at(at - 2))
-    return _claim_and_settle(db, inserted.id, builder.options.queue, at=at, took_ms=took_ms,
-                             result=result, error=error, node=node, lease=lease, park=park)
+    return _claim_and_settle(
+        db,
+        inserted.id,
+        builder.options.queue,
+        at=at,
+        took_ms=took_ms,
+        result=result,
+        error=error,
+        node=node,
+        lease=lease,
+        park=park,
+    )
 
 
 def _claim_and_settle(
-    db: Database, job_id: uuid.UUID, queue: str, *, at: float, took_ms: int,
-    result: ResultKind | None, error: str | None = None, node: str = NODE,
-    lease: float = 30.0, park: bool = False,
+    db: Database,
+    job_id: uuid.UUID,
+    queue: str,
+    *,
+    at: float,
+    took_ms: int,
+    result: ResultKind | None,
+    error: str | None = None,
+    node: str = NODE,
+    lease: float = 30.0,
+    park: bool = False,
 ) -> ClaimedJob:
-    (claimed,) = claim_jobs(db, queue=queue, node=node, now=_at(at),
-                            lease=timedelta(seconds=lease), code_version=CODE)
+    (claimed,) = claim_jobs(
+        db, queue=queue, node=node, now=_at(at), lease=timedelta(seconds=lease), code_version=CODE
+    )
     assert claimed.job.id == job_id, "the demo data claims one job at a time"
     if result is not None:
         finished = _at(at + took_ms / 1000)
-        record(db, [(claimed, ExecutionResult(result, finished, took_ms, error=error,
-                                             park=park))])
+        record(db, [(claimed, ExecutionResult(result, finished, took_ms, error=error, park=park))])
     return claimed
 
 
@@ -129,45 +154,97 @@ def _build(db: Database) -> DemoIds:
     ):
         host, pid, _ = name.split(":")
         published = SchedulePublication(SCHEDULE).document(_at(beat))  # what each pool runs
-        heartbeat(db, NodeBeat(name, host, int(pid), queues, CODE, 2 if name == NODE else 0,
-                               17 if name == NODE else 4, _at(-3600), schedule=published),
-                  _at(beat))
+        heartbeat(
+            db,
+            NodeBeat(
+                name,
+                host,
+                int(pid),
+                queues,
+                CODE,
+                2 if name == NODE else 0,
+                17 if name == NODE else 4,
+                _at(-3600),
+                schedule=published,
+            ),
+            _at(beat),
+        )
     # Half an hour of mail: a steady stream, a few failures.
     for i in range(24):
         at = -1750 + i * 73
         fails = i % 7 == 3
         _run(
-            db, JobBuilder("deliver_email", {"user_id": 100 + i}).queue("mailers")
-            .tags(["mail", f"user:{100 + i}"]).max_attempts(1 if fails else 10),
-            at=at, took_ms=180 + (i * 37) % 400,
+            db,
+            JobBuilder("deliver_email", {"user_id": 100 + i})
+            .queue("mailers")
+            .tags(["mail", f"user:{100 + i}"])
+            .max_attempts(1 if fails else 10),
+            at=at,
+            took_ms=180 + (i * 37) % 400,
             result=ResultKind.ERROR if fails else ResultKind.DONE,
             error="SMTPError: 451 try later (login=bot password=hunter2)" if fails else None,
         )
     # A job that failed twice and waits for its backoff.
-    invoices = JobBuilder(
-        "sync_invoices", {"account": 42, "endpoint": "https://billing:s3cret@api.example.com"}
-    ).tags(["billing", "account:42"]).meta({"source": "nightly"})
-    first = _run(db, invoices, at=-900, took_ms=1250, result=ResultKind.ERROR,
-                 error="RuntimeError: upstream 503 from https://billing:s3cret@api.example.com")
+    invoices = (
+        JobBuilder(
+            "sync_invoices", {"account": 42, "endpoint": "https://billing:s3cret@api.example.com"}
+        )
+        .tags(["billing", "account:42"])
+        .meta({"source": "nightly"})
+    )
+    first = _run(
+        db,
+        invoices,
+        at=-900,
+        took_ms=1250,
+        result=ResultKind.ERROR,
+        error="RuntimeError: upstream 503 from https://billing:s3cret@api.example.com",
+    )
     retry_job(db, first.job.id, OPERATOR, _at(-600))
-    _claim_and_settle(db, first.job.id, "default", at=-590, took_ms=2400,
-                      result=ResultKind.ERROR, error="TimeoutError: read timed out after 2.4s")
+    _claim_and_settle(
+        db,
+        first.job.id,
+        "default",
+        at=-590,
+        took_ms=2400,
+        result=ResultKind.ERROR,
+        error="TimeoutError: read timed out after 2.4s",
+    )
     # Final states.
-    _run(db, JobBuilder("charge_card", {"order": 7}).max_attempts(1), at=-1200, took_ms=90,
-         result=ResultKind.DISCARD, error="card declined: do not retry")
-    cancelled = enqueue(db, JobBuilder("notify_author", {"post_id": 9}).schedule_in(
-        timedelta(hours=1)), now=_at(-1500))
+    _run(
+        db,
+        JobBuilder("charge_card", {"order": 7}).max_attempts(1),
+        at=-1200,
+        took_ms=90,
+        result=ResultKind.DISCARD,
+        error="card declined: do not retry",
+    )
+    cancelled = enqueue(
+        db,
+        JobBuilder("notify_author", {"post_id": 9}).schedule_in(timedelta(hours=1)),
+        now=_at(-1500),
+    )
     cancel_job(db, cancelled.id, OPERATOR, _at(-420))
     # Executing now: one healthy lease, one expired and past its max execution.
-    healthy = _run(db, JobBuilder("import_catalog", {"feed": "acme"}).max_execution(
-        timedelta(minutes=5)), at=-20, result=None)
-    expired = _run(db, JobBuilder("rebuild_index", {"shard": 3}).max_execution(
-        timedelta(seconds=60)), at=-70, result=None, node=STALE_NODE)
+    healthy = _run(
+        db,
+        JobBuilder("import_catalog", {"feed": "acme"}).max_execution(timedelta(minutes=5)),
+        at=-20,
+        result=None,
+    )
+    expired = _run(
+        db,
+        JobBuilder("rebuild_index", {"shard": 3}).max_execution(timedelta(seconds=60)),
+        at=-70,
+        result=None,
+        node=STALE_NODE,
+    )
     # Slots: parked after a run, running with a follow-up, disabled, scheduled, due.
     parked = JobBuilder("sync_tenant", {"tenant": "acme"}).slot("tenants", "acme", "sync")
     parked_id = enqueue_slot(db, parked, now=_at(-300)).id
-    _claim_and_settle(db, parked_id, "default", at=-299, took_ms=850,
-                      result=ResultKind.DONE, park=True)
+    _claim_and_settle(
+        db, parked_id, "default", at=-299, took_ms=850, result=ResultKind.DONE, park=True
+    )
     running = JobBuilder("sync_tenant", {"tenant": "umbrella"}).slot("tenants", "umbrella", "sync")
     running_id = enqueue_slot(db, running, now=_at(-45)).id
     _claim_and_settle(db, running_id, "default", at=-44, took_ms=0, result=None, lease=60)
@@ -175,11 +252,23 @@ def _build(db: Database) -> DemoIds:
     disabled = JobBuilder("sync_tenant", {"tenant": "initech"}).slot("tenants", "initech", "sync")
     disabled_id = enqueue_slot(db, disabled, now=_at(-800)).id
     disable_slot(db, disabled_id, now=_at(-790))
-    enqueue_slot(db, JobBuilder("poll_feed", {"feed": "news"}).schedule_in(
-        timedelta(minutes=10)).slot("feeds", "news", "poll"), now=_at(-60))
+    enqueue_slot(
+        db,
+        JobBuilder("poll_feed", {"feed": "news"})
+        .schedule_in(timedelta(minutes=10))
+        .slot("feeds", "news", "poll"),
+        now=_at(-60),
+    )
     # Capacity: the exports group allows 2 at once and 1 per tenant.
-    set_capacity(db, "app.capacity", global_limit=2, per_key_limit=1, actor=OPERATOR,
-                 now=_at(-3000), create=True)  # set before the first export job declares it
+    set_capacity(
+        db,
+        "app.capacity",
+        global_limit=2,
+        per_key_limit=1,
+        actor=OPERATOR,
+        now=_at(-3000),
+        create=True,
+    )  # set before the first export job declares it
     export = JobBuilder("export_report", {"report": "q3"}, capacity=EXPORTS).queue("exports")
     _run(db, export.concurrency_key("acme"), at=-30, result=None, lease=60)
     for i, key in enumerate(("acme", "acme", "globex")):
@@ -187,16 +276,21 @@ def _build(db: Database) -> DemoIds:
     pause_queue(db, "exports", OPERATOR, _at(-240))
     # Waiting work: mail backlog, reports no node runs, a scheduled digest, a due slot.
     available = [
-        enqueue(db, JobBuilder("deliver_email", {"user_id": 900 + i}).queue("mailers")
-                .tags(["mail"]), now=_at(-5 + i)).id
+        enqueue(
+            db,
+            JobBuilder("deliver_email", {"user_id": 900 + i}).queue("mailers").tags(["mail"]),
+            now=_at(-5 + i),
+        ).id
         for i in range(3)
     ]
     for i in range(2):
         enqueue(db, JobBuilder("render_report", {"id": i}).queue("reports"), now=_at(-120 + i))
-    enqueue(db, JobBuilder("send_digest", {"week": 48}).schedule_in(timedelta(hours=2)),
-            now=_at(-100))
+    enqueue(
+        db, JobBuilder("send_digest", {"week": 48}).schedule_in(timedelta(hours=2)), now=_at(-100)
+    )
     due_slot = JobBuilder("sync_tenant", {"tenant": "globex"}).slot(
-        "tenants", "globex", "sync", demand=True)
+        "tenants", "globex", "sync", demand=True
+    )
     due_id = enqueue_slot(db, due_slot, now=_at(-3)).id
     cron_tick(db, SCHEDULE, _at(-280))
     return DemoIds(
@@ -244,8 +338,9 @@ async def settle(pilot: Pilot[Any], rounds: int = 100) -> None:
     raise AssertionError("the app kept starting workers")
 
 
-async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], what: str,
-                     timeout: float = 15.0) -> None:
+async def wait_until(
+    pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = 15.0
+) -> None:
     """Pump the app until ``condition()`` holds, failing after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():

@@ -128,8 +128,10 @@ def test_job_actions_from_the_jobs_view(db: Database) -> None:
             await pilot.click("#bulk-apply")
             await settle(pilot)
             assert _state(db, third) is JobState.CANCELLED
-            assert any(e.action == "bulk_cancel" and e.actor == ME
-                       for e in list_audit(db, action="bulk_cancel").entries)
+            assert any(
+                e.action == "bulk_cancel" and e.actor == ME
+                for e in list_audit(db, action="bulk_cancel").entries
+            )
             # Nothing left to cancel under this filter: nothing to apply.
             dialog = await _open_bulk(app, pilot, "cancel")
             assert "nothing to do" in await _previewed(pilot, dialog)
@@ -188,7 +190,9 @@ def test_slot_actions_from_the_slots_view(db: Database) -> None:
             await settle(pilot)
             assert get_job(db, ids.parked_slot) is None
             assert any(  # audited under the slot's identity, one row per purge call
-                e.action == "purge_slot" and e.actor == ME and e.target_type == "slot"
+                e.action == "purge_slot"
+                and e.actor == ME
+                and e.target_type == "slot"
                 and e.details.get("removed") == 1
                 for e in list_audit(db, action="purge_slot").entries
             )
@@ -227,8 +231,12 @@ def test_queue_and_lease_actions(db: Database) -> None:
             await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm")
             await pilot.press("y")
             await settle(pilot)
-            assert paused() == {"default": False, "exports": False, "mailers": True,
-                                "reports": False}
+            assert paused() == {
+                "default": False,
+                "exports": False,
+                "mailers": True,
+                "reports": False,
+            }
             assert _audited(db, "resume", "exports") and _audited(db, "pause", "mailers")
             # Cancel an executing job from the Leases view.
             await pilot.press("4")
@@ -352,8 +360,9 @@ def test_bulk_retry_over_the_filter_shows_the_preview_then_retries(db: Database)
 def test_bulk_discard_over_a_worker_and_tag_filter(db: Database) -> None:
     ids = build_demo_data(db)
     mail = JobFilter(workers=("deliver_email",), tags=("mail",))
-    completed_before = count_jobs(db, JobFilter(workers=("deliver_email",),
-                                                states=(JobState.COMPLETED,)))
+    completed_before = count_jobs(
+        db, JobFilter(workers=("deliver_email",), states=(JobState.COMPLETED,))
+    )
     app = _app(db)
 
     async def scenario() -> None:
@@ -380,8 +389,10 @@ def test_bulk_discard_over_a_worker_and_tag_filter(db: Database) -> None:
 
     asyncio.run(scenario())
     assert {_state(db, i) for i in ids.available} == {JobState.DISCARDED}
-    assert count_jobs(db, JobFilter(workers=("deliver_email",),
-                                    states=(JobState.COMPLETED,))) == completed_before
+    assert (
+        count_jobs(db, JobFilter(workers=("deliver_email",), states=(JobState.COMPLETED,)))
+        == completed_before
+    )
     assert count_jobs(db, JobFilter(states=(JobState.AVAILABLE,), queues=("reports",))) == 2
     (entry,) = list_audit(db, action="bulk_discard").entries
     assert {uuid.UUID(i) for i in entry.details["ids"]} == set(ids.available)
@@ -486,8 +497,9 @@ def test_resume_a_disabled_slot_from_the_jobs_view(db: Database) -> None:
     assert ids.disabled_slot is not None and ids.parked_slot is not None
     disabled, parked, oneshot = ids.disabled_slot, ids.parked_slot, ids.available[0]
     # A second disabled slot with a wake waiting: resuming makes it due at once.
-    woken = enqueue_slot(db, JobBuilder("sync_tenant", {}).slot("tenants", "hooli", "sync"),
-                         now=NOW).id
+    woken = enqueue_slot(
+        db, JobBuilder("sync_tenant", {}).slot("tenants", "hooli", "sync"), now=NOW
+    ).id
     disable_slot(db, woken, now=NOW)
     wake_job(db, woken, now=NOW)
     assert _state(db, woken) is JobState.DISABLED
@@ -501,8 +513,10 @@ def test_resume_a_disabled_slot_from_the_jobs_view(db: Database) -> None:
             resume = app.screen.active_bindings["e"]
             assert resume.enabled and resume.binding.show
             assert resume.binding.description == "Resume"
-            footer = {(getattr(k, "key", ""), getattr(k, "description", ""))
-                      for k in app.screen.query("FooterKey")}
+            footer = {
+                (getattr(k, "key", ""), getattr(k, "description", ""))
+                for k in app.screen.query("FooterKey")
+            }
             assert ("e", "Resume") in footer
             # Neither a parked slot nor a one-shot job is disabled: nothing to resume.
             for job_id in (parked, oneshot):

@@ -79,15 +79,20 @@ def test_the_dashboard_keeps_log_lines_off_its_screen_and_puts_logging_back_afte
     assert logger.handlers == [mine] and logger.propagate  # as the host had it
 
 
-def test_bad_configuration_exits_with_a_message(
-    started: list[KicksideApp], tmp_path: Path
-) -> None:
+def test_bad_configuration_exits_with_a_message(started: list[KicksideApp], tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--database-url", "mysql://db/x"])
     assert result.exit_code == 2
     assert "unsupported database" in result.output
     (tmp_path / "k.sqlite3").touch()
-    result = CliRunner().invoke(cli, ["--database-url", f"sqlite:///{tmp_path / 'k.sqlite3'}",
-                                      "--schedule", "tests.tui.fixtures:NOW"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--database-url",
+            f"sqlite:///{tmp_path / 'k.sqlite3'}",
+            "--schedule",
+            "tests.tui.fixtures:NOW",
+        ],
+    )
     assert result.exit_code == 2
     assert "not a list of Recurring entries" in result.output
     assert started == []
@@ -175,16 +180,31 @@ def test_with_no_options_the_cron_table_shows_what_the_running_nodes_publish(
     db = _configured_without_options(target, monkeypatch)
     schedule = [
         Recurring("minutely", "* * * * *", lambda: JobBuilder("ok", {})),
-        Recurring("berlin", "30 2 * * *", lambda: JobBuilder("ok", {}).queue("reports"),
-                  timezone="Europe/Berlin"),
+        Recurring(
+            "berlin",
+            "30 2 * * *",
+            lambda: JobBuilder("ok", {}).queue("reports"),
+            timezone="Europe/Berlin",
+        ),
     ]
-    pool = WorkerPool(db, PoolConfig(queues={"default": 1}, mode="thread", registry=registry,
-                                     node="tui-node", schedule=schedule))
+    pool = WorkerPool(
+        db,
+        PoolConfig(
+            queues={"default": 1},
+            mode="thread",
+            registry=registry,
+            node="tui-node",
+            schedule=schedule,
+        ),
+    )
     pool.start()
     try:
         # "* * * * *" was due under a minute ago: the pool's first plugin tick fires it.
-        wait_for(lambda: running_schedule(db, utcnow())
-                 and running_schedule(db, utcnow())[1].last_run, 60, "the pool to fire cron")
+        wait_for(
+            lambda: running_schedule(db, utcnow()) and running_schedule(db, utcnow())[1].last_run,
+            60,
+            "the pool to fire cron",
+        )
         result = CliRunner().invoke(cli, [])
         assert result.exit_code == 0, result.output
         (app,) = started

@@ -73,8 +73,16 @@ def test_without_colour_every_view_says_in_words_what_its_colours_say(
             assert len(shown) >= 30, shown
             # Every job's state is spelled out beside it, as the database has it.
             assert {k: states[k] for k in shown} == shown
-            assert {"available", "executing", "scheduled", "completed", "discarded",
-                    "retryable", "parked", "disabled"} <= set(shown.values())
+            assert {
+                "available",
+                "executing",
+                "scheduled",
+                "completed",
+                "discarded",
+                "retryable",
+                "parked",
+                "disabled",
+            } <= set(shown.values())
 
             await pilot.press("3")
             await settle(pilot)

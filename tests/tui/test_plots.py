@@ -16,15 +16,97 @@ from .fixtures import NOW, build_demo_data, demo_adapter_kwargs, make_app, settl
 N = None
 #: The demo's mail: one run every 73 s from 14:05 - 1750 s; the buckets are the minutes 13:36
 #: to 14:05 (the last one begins at NOW). Every mail waited 2 s; 3 in 7 failed (i % 7 == 3).
-MAIL_COMPLETED = [0, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 1,
-                  1, 0, 0]
+MAIL_COMPLETED = [
+    0,
+    1,
+    1,
+    0,
+    1,
+    1,
+    0,
+    1,
+    1,
+    1,
+    1,
+    0,
+    0,
+    1,
+    1,
+    1,
+    1,
+    0,
+    1,
+    1,
+    0,
+    1,
+    1,
+    0,
+    1,
+    1,
+    1,
+    1,
+    0,
+    0,
+]
 MAIL_FAILED = [1 if i in (3, 12, 20) else 0 for i in range(30)]
-MAIL_RAN = [N, 217, 254, 291, 328, 365, N, 402, 439, 476, 513, N, 550, 187, 224, 261, 298, N,
-            335, 372, 409, 446, 483, N, 520, 557, 194, 231, N, N]
+MAIL_RAN = [
+    N,
+    217,
+    254,
+    291,
+    328,
+    365,
+    N,
+    402,
+    439,
+    476,
+    513,
+    N,
+    550,
+    187,
+    224,
+    261,
+    298,
+    N,
+    335,
+    372,
+    409,
+    446,
+    483,
+    N,
+    520,
+    557,
+    194,
+    231,
+    N,
+    N,
+]
 #: default's oldest waiting job: the cron entry due at 14:00:20, still available at NOW; before
 #: it, the invoices' and the card's 2 s waits and the retry's 10 s.
-DEFAULT_AGE = [N] * 8 + [2.0, 2.0, N, N, N, 2.0, 2.0, N, N, N, N, 10.0, N, N, N, N,
-                         40.0, 100.0, 160.0, 220.0, 280.0, 280.0]
+DEFAULT_AGE = [N] * 8 + [
+    2.0,
+    2.0,
+    N,
+    N,
+    N,
+    2.0,
+    2.0,
+    N,
+    N,
+    N,
+    N,
+    10.0,
+    N,
+    N,
+    N,
+    N,
+    40.0,
+    100.0,
+    160.0,
+    220.0,
+    280.0,
+    280.0,
+]
 
 
 def test_bars_start_at_zero_and_mark_missing_steps() -> None:
@@ -88,7 +170,11 @@ def test_views_plot_rates_latency_and_backlog_per_queue(
             plot = plots["mailers"]
             lines = plot.lines()
             assert [line.split()[0] for line in lines] == [
-                "mailers", "failed", "p95", "p95", "backlog"
+                "mailers",
+                "failed",
+                "p95",
+                "p95",
+                "backlog",
             ]
             assert {len(line) for line in lines} == {plot.content_size.width}
             room = plot.bar_width()
@@ -96,8 +182,14 @@ def test_views_plot_rates_latency_and_backlog_per_queue(
             if size[0] == 80:  # 30 minutes in 36 columns: some minutes take two
                 assert room == 36
                 assert bars(queued, room) == "\u00b7\u00b7" + "\u2588" * 6 + "\u00b7" + (
-                    "\u2588" * 5 + "\u00b7" + "\u2588" * 6 + "\u00b7" + "\u2588" * 6 + "\u00b7"
-                    + "\u2588" * 5 + "\u00b7\u00b7"
+                    "\u2588" * 5
+                    + "\u00b7"
+                    + "\u2588" * 6
+                    + "\u00b7"
+                    + "\u2588" * 6
+                    + "\u00b7"
+                    + "\u2588" * 5
+                    + "\u00b7\u00b7"
                 )
             else:  # wider, each minute takes whole columns more
                 assert room >= 2 * 30

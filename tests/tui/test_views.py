@@ -92,7 +92,10 @@ def test_every_view_shows_its_data(db: Database) -> None:
             metrics = app.screen
             assert isinstance(metrics, MetricsScreen)
             assert _keys(metrics.query_one("#latency", DataTable)) == [
-                "default", "exports", "mailers", "reports"
+                "default",
+                "exports",
+                "mailers",
+                "reports",
             ]
             doctor = _text(metrics.query_one("#doctor", Static))
             assert "schema" in doctor and "warn nodes" in doctor
@@ -103,7 +106,10 @@ def test_every_view_shows_its_data(db: Database) -> None:
             await settle(pilot)
             ops = app.screen
             assert _column(ops.query_one("#queues", DataTable), "state") == [
-                "running", "paused", "running", "no node"
+                "running",
+                "paused",
+                "running",
+                "no node",
             ]
             assert ops.query_one("#nodes", DataTable).row_count == 2
             cron = ops.query_one("#cron", DataTable)
