@@ -263,6 +263,11 @@ ONE_JOB = """
             __import__(name)
         except ImportError:
             print("absent", name)
+    from kickside_engine import ConfigurationError
+    try:
+        connect_database("postgresql+psycopg://app:s3cret@db.example/app")
+    except ConfigurationError as exc:
+        print(exc)
 """
 
 
@@ -286,6 +291,8 @@ def test_the_engine_alone_installs_from_the_wheel_and_each_extra_adds_its_comman
         "absent rich",
         "absent textual",
         "absent psycopg",
+        "no driver for postgresql+psycopg://app:***@db.example/app: PostgreSQL needs psycopg, "
+        "which the postgres extra installs: pip install 'kickside[postgres]'",
     ]
 
     for command, extra in (("kickside", "cli"), ("kickside-tui", "tui")):

@@ -19,7 +19,7 @@ from kickside_engine.models import ClaimedJob
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.store.claims import claim_jobs, close_turn_connection, open_turn_connection
 from kickside_engine.store.database import Database, translate_errors
-from kickside_engine.store.keyed_claims import claim_keyed
+from kickside_engine.store.keyed_claims import claim_keyed, due_keyed_job_waits
 from kickside_engine.store.settle import Settlement, UnnestSettle, settle_batch, unnest_settle
 
 
@@ -175,7 +175,7 @@ class TurnRunner:
                 settled = True
             done.batches.append((queue, batch))
             got = len(batch)
-            if got < free and self._probe_keyed(queue):
+            if got < free and self._probe_keyed(queue) and self._keyed_waits(conn, queue, turn):
                 # A PostgreSQL claim reads its own time, after the admission lock; SQLite's
                 # turn read it once the write lock was held.
                 now = None if self.db.is_postgresql else done.now
@@ -206,6 +206,12 @@ class TurnRunner:
         )
         self._keyed_found[queue] = bool(keyed)
         return keyed
+
+    def _keyed_waits(self, conn: Any, queue: str, turn: Turn) -> bool:
+        waits = due_keyed_job_waits(self.db, conn, queue=queue, now=utcnow(), workers=turn.workers)
+        if not waits:
+            self._keyed_found[queue] = False
+        return waits
 
     def _probe_keyed(self, queue: str) -> bool:
         """Whether to look for keyed jobs now: always while they turn up, else once a second.

@@ -39,9 +39,10 @@ def create_owned_engine(config: DatabaseConfig, *, pool_size: int, create: bool)
             pool_recycle=1800,
             connect_args={"connect_timeout": 10, "application_name": "kickside"},
         )
-    except NoSuchModuleError:
+    except (NoSuchModuleError, ModuleNotFoundError):  # an unknown driver, or psycopg missing
         raise ConfigurationError(
-            f"no driver for {config.display_url()}: install psycopg (pip install 'psycopg[binary]')"
+            f"no driver for {config.display_url()}: PostgreSQL needs psycopg, which the postgres "
+            "extra installs: pip install 'kickside[postgres]'"
         ) from None
 
 

@@ -260,6 +260,37 @@ def choose_jobs(
     return chosen
 
 
+def due_keyed_job_waits(
+    db: Database,
+    conn: Connection,
+    *,
+    queue: str,
+    now: datetime,
+    workers: Sequence[str] | None = None,
+) -> bool:
+    """Whether a due job with a concurrency key waits in ``queue`` (of ``workers``, if given).
+
+    The pool's check before :func:`claim_keyed` once its keyless claim came back short: the
+    fast claim took every keyless job among the first due ones, so with no keyed job due there
+    is nothing the admission could add, and one indexed read spares its lock, its usage count
+    and its transaction (which fall on the job that waits for this turn).
+    """
+    job = db.tables.job
+    stmt = (
+        select(literal(1))
+        .where(
+            job.c.state == state_literal(JobState.AVAILABLE),
+            job.c.queue == queue,
+            job.c.scheduled_at <= now,
+            job.c.concurrency_key.is_not(None),
+        )
+        .limit(1)
+    )
+    if workers is not None:
+        stmt = stmt.where(job.c.worker.in_(list(workers)))
+    return conn.execute(stmt).first() is not None
+
+
 def claim_keyed(
     db: Database,
     conn: Connection,

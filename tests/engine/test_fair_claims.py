@@ -26,6 +26,7 @@ from kickside_engine import (
 )
 from kickside_engine.clock import utcnow
 from kickside_engine.control.explain import explain
+from kickside_engine.store.keyed_claims import due_keyed_job_waits
 from kickside_engine.store.settings import set_setting
 
 GROUP = CapacityDeclaration(group="stripe", settings_namespace="stripe")
@@ -153,3 +154,28 @@ def test_a_batch_claim_is_the_head_of_that_order(db: Database) -> None:
     enqueue_many(db, [JobBuilder("plain", {"i": i}).priority(5) for i in range(10)])
     claimed = claim(db, queue="default", node="n1", limit=5)
     assert [c.job.priority for c in claimed] == [0, 0, 0, 5, 5]
+
+
+def test_the_pools_check_for_a_waiting_keyed_job_sees_only_due_available_keyed_jobs(
+    db: Database,
+) -> None:
+    """Before its admission claim, the pool asks whether any keyed job is due at all: it must
+    see every one of them (of its workers, in its queue) and nothing else."""
+    now = utcnow()
+
+    def waits(queue: str = "default", workers: list[str] | None = None) -> bool:
+        with db.begin() as conn:
+            return due_keyed_job_waits(db, conn, queue=queue, now=utcnow(), workers=workers)
+
+    enqueue_many(db, [JobBuilder("sync", {}), JobBuilder("sync", {}).queue("other")])
+    later = (
+        JobBuilder("sync", {"later": 1}).concurrency_key("k").schedule_at(now + timedelta(hours=1))
+    )
+    enqueue_many(db, [later, JobBuilder("sync", {}).queue("other").concurrency_key("k")])
+    assert not waits()  # keyless jobs, a keyed job not due yet, one in another queue
+    enqueue_many(db, [JobBuilder("sync", {"i": 2}).concurrency_key("k")])
+    assert waits() and waits(workers=["sync", "other"])
+    assert not waits(workers=["charge"])  # not a worker this pool has
+    claimed = claim(db, queue="default", node="n", limit=10)
+    assert len(claimed) == 2  # the keyless job and the due keyed one
+    assert not waits()  # executing is not waiting
