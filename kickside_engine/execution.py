@@ -16,7 +16,15 @@ from kickside_engine.clock import utcnow
 from kickside_engine.errors import ArgsDecodeError
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.models import ClaimedJob, Job
-from kickside_engine.outcomes import Cancel, Discard, Done, Snooze, retry_hint_ms
+from kickside_engine.outcomes import (
+    Cancel,
+    Discard,
+    Done,
+    ResultNotStorableError,
+    Snooze,
+    retry_hint_ms,
+    storable_result,
+)
 from kickside_engine.workers import WorkerRegistry, WorkerSpec
 
 MAX_TRACEBACK_FRAMES = 8
@@ -54,14 +62,29 @@ def resolve(registry: WorkerRegistry, job: Job) -> tuple[WorkerSpec | None, Any,
 
 
 def outcome_result(value: Any, started: float) -> ExecutionResult:
-    """Map what ``perform`` returned to a result."""
+    """Map what ``perform`` returned to a result.
+
+    Any value that is not an outcome is the job's result, as ``Done(result=value)`` is; one
+    that cannot be stored fails the attempt, naming its type or size.
+    """
     now = utcnow()
     ms = _elapsed_ms(started)
     if value is None:
         return ExecutionResult(ResultKind.DONE, now, ms)
     if isinstance(value, Done):
+        stored = value.result
+        if stored is not None:
+            try:
+                stored = storable_result(stored)
+            except ResultNotStorableError as exc:
+                return ExecutionResult(ResultKind.ERROR, now, ms, error=str(exc))
         return ExecutionResult(
-            ResultKind.DONE, now, ms, demand_satisfied=value.demand_satisfied, park=value.park
+            ResultKind.DONE,
+            now,
+            ms,
+            demand_satisfied=value.demand_satisfied,
+            park=value.park,
+            result=stored,
         )
     if isinstance(value, Snooze):
         return ExecutionResult(ResultKind.SNOOZE, now, ms, snooze=_nonnegative(value.delay))
@@ -69,13 +92,10 @@ def outcome_result(value: Any, started: float) -> ExecutionResult:
         return ExecutionResult(ResultKind.CANCEL, now, ms, error=str(value.reason))
     if isinstance(value, Discard):
         return ExecutionResult(ResultKind.DISCARD, now, ms, error=str(value.reason))
-    return ExecutionResult(
-        ResultKind.ERROR,
-        now,
-        ms,
-        error=f"worker returned {type(value).__name__}, expected None, Done, Snooze, Cancel "
-        "or Discard",
-    )
+    try:
+        return ExecutionResult(ResultKind.DONE, now, ms, result=storable_result(value))
+    except ResultNotStorableError as exc:
+        return ExecutionResult(ResultKind.ERROR, now, ms, error=str(exc))
 
 
 def exception_result(exc: BaseException, started: float) -> ExecutionResult:

@@ -48,6 +48,9 @@ class ExecutionResult:
     retry_after_ms: float | None = None
     demand_satisfied: bool = False
     park: bool = False
+    #: What the worker returned, already checked by
+    #: :func:`~kickside_engine.outcomes.storable_result`; None for nothing.
+    result: Any = None
 
 
 def clean_error(text: str, sensitive_keys: Iterable[str] = ()) -> str:
@@ -125,8 +128,12 @@ def settlement_for(
         run_outcome = RunOutcome.COMPLETED
         if job.kind is JobKind.SLOT:
             values.update(_slot_after_success(claimed, result, now))
+            values["result"] = result.result  # a slot's result is its latest run's
         else:
             values.update(final_values_of(job, JobState.COMPLETED, now))
+            if result.result is not None:
+                # Only then: a settlement without a result keeps the common batch shape.
+                values["result"] = result.result
     elif kind is ResultKind.SNOOZE:
         run_outcome = RunOutcome.SNOOZED
         delay = min(max(result.snooze or timedelta(0), timedelta(0)), MAX_DELAY)

@@ -178,6 +178,9 @@ class Job:
     discarded_at: datetime | None
     finalized_at: datetime | None
     updated_at: datetime
+    #: What the worker returned (a JSON value), None when it returned nothing. Stored as given;
+    #: redact it (:func:`kickside_engine.redact.redact_value`) wherever it is shown.
+    result: Any = None
 
     @property
     def is_slot(self) -> bool:

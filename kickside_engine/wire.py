@@ -106,6 +106,7 @@ def decode_job(v: tuple[Any, ...]) -> Job:
         v[24],
         v[25],
         *[unpack_instant(x) for x in v[26:34]],
+        None,  # a claimed job's earlier result does not travel to its executor
     )
     return job_from_values(values)
 
@@ -137,6 +138,7 @@ def encode_result(result: ExecutionResult) -> tuple[Any, ...]:
         r.retry_after_ms,
         r.demand_satisfied,
         r.park,
+        r.result,
     )
 
 

@@ -60,6 +60,7 @@ def job_from_row(row: Row[Any] | Any) -> Job:
         discarded_at=m["discarded_at"],
         finalized_at=m["finalized_at"],
         updated_at=m["updated_at"],
+        result=m.get("result"),
     )
 
 

@@ -35,7 +35,7 @@ from sqlalchemy import (
 
 from kickside_engine.models import FINAL_STATES as FINAL
 from kickside_engine.models import JobState
-from kickside_engine.store.types import JSONDocument, UTCDateTime
+from kickside_engine.store.types import JSONDocument, NullableJSONDocument, UTCDateTime
 
 #: The state and final-state names the CHECK constraints allow: the enum's, in its order.
 JOB_STATES = tuple(state.value for state in JobState)
@@ -147,6 +147,8 @@ def build_tables(schema: str | None = None) -> Tables:
         Column("discarded_at", UTCDateTime, nullable=True),
         Column("finalized_at", UTCDateTime, nullable=True),
         Column("updated_at", UTCDateTime, nullable=False),
+        # What the worker returned (migration 0006); last, as ``Job.result`` is.
+        Column("result", NullableJSONDocument, nullable=True),
         CheckConstraint(_in("state", JOB_STATES), name="state"),
         CheckConstraint(_in("kind", JOB_KINDS), name="kind"),
         CheckConstraint("priority BETWEEN 0 AND 9", name="priority"),

@@ -48,3 +48,6 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 #: JSON on SQLite, JSONB on PostgreSQL (indexable, compact, canonical key order).
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+#: A nullable JSON document where Python ``None`` is SQL NULL (a job without a result), never
+#: the JSON ``null``.
+NullableJSONDocument = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
