@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         NotFoundError,
         PermissionDeniedError,
         ReadOnlyError,
+        WaitTimeoutError,
     )
     from kickside_engine.models import (
         ClaimedJob,
@@ -52,7 +53,16 @@ if TYPE_CHECKING:
         Run,
         RunOutcome,
     )
-    from kickside_engine.outcomes import Cancel, Discard, Done, Outcome, RetryAfter, Snooze
+    from kickside_engine.outcomes import (
+        MAX_RESULT_BYTES,
+        Cancel,
+        Discard,
+        Done,
+        Outcome,
+        ResultNotStorableError,
+        RetryAfter,
+        Snooze,
+    )
     from kickside_engine.plugins.cron import Recurring
     from kickside_engine.slots import (
         PurgeResult,
@@ -73,6 +83,7 @@ if TYPE_CHECKING:
     from kickside_engine.store.listen import Subscription, listen
     from kickside_engine.typed_args import ArgsAdapter
     from kickside_engine.uniqueness import Unique
+    from kickside_engine.waiting import JobResult, wait_for
     from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
 
 #: The modules exported as they are (``kickside_engine.migrate.upgrade(db)``).
@@ -106,6 +117,7 @@ _EXPORTS: dict[str, str] = {
     "NotFoundError": "kickside_engine.errors",
     "PermissionDeniedError": "kickside_engine.errors",
     "ReadOnlyError": "kickside_engine.errors",
+    "WaitTimeoutError": "kickside_engine.errors",
     "ClaimedJob": "kickside_engine.models",
     "Inserted": "kickside_engine.models",
     "Job": "kickside_engine.models",
@@ -121,6 +133,10 @@ _EXPORTS: dict[str, str] = {
     "Outcome": "kickside_engine.outcomes",
     "RetryAfter": "kickside_engine.outcomes",
     "Snooze": "kickside_engine.outcomes",
+    "MAX_RESULT_BYTES": "kickside_engine.outcomes",
+    "ResultNotStorableError": "kickside_engine.outcomes",
+    "JobResult": "kickside_engine.waiting",
+    "wait_for": "kickside_engine.waiting",
     "PurgeResult": "kickside_engine.slots",
     "SlotInfo": "kickside_engine.slots",
     "WakeKey": "kickside_engine.slots",
@@ -181,6 +197,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "MAX_RESULT_BYTES",
     "ArgsAdapter",
     "ArgsDecodeError",
     "AuthenticationError",
@@ -201,6 +218,7 @@ __all__ = [
     "JobBuilder",
     "JobError",
     "JobKind",
+    "JobResult",
     "JobState",
     "KicksideError",
     "MigrationError",
@@ -210,6 +228,7 @@ __all__ = [
     "PurgeResult",
     "ReadOnlyError",
     "Recurring",
+    "ResultNotStorableError",
     "RetryAfter",
     "Run",
     "RunOutcome",
@@ -217,6 +236,7 @@ __all__ = [
     "Snooze",
     "Subscription",
     "Unique",
+    "WaitTimeoutError",
     "WakeKey",
     "WakeMultiResult",
     "WakeResult",
@@ -244,6 +264,7 @@ __all__ = [
     "purge_slot",
     "record",
     "resolve_database_config",
+    "wait_for",
     "wake_job",
     "wake_multi",
 ]

@@ -120,3 +120,15 @@ class PoolFailedError(KicksideError, RuntimeError):
     ``WorkerPool.stop`` when it had already stopped: an embedding application learns its pool
     is gone. Still a ``RuntimeError``, as it was before it joined the Kickside errors.
     """
+
+
+class WaitTimeoutError(KicksideError, TimeoutError):
+    """The job did not reach a final state before the wait's timeout.
+
+    It is not a failure of the job, which may still finish: wait again, or look later. Exit code
+    4, as for other conditions that a retry may clear. ``details`` holds the job id and the state
+    it was last seen in.
+    """
+
+    exit_code = 4
+    code = "wait_timeout"

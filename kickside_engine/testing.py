@@ -17,7 +17,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ from kickside_engine.execution import execute_with_timeout
 from kickside_engine.job_row import stored_args
 from kickside_engine.lifecycle import ResultKind
 from kickside_engine.models import Job, JobKind, JobState
-from kickside_engine.outcomes import Done, Outcome
+from kickside_engine.outcomes import Done, Outcome, storable_result
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_args
 from kickside_engine.store.database import Database
@@ -261,8 +261,10 @@ def perform_job(
     :class:`~kickside_engine.errors.InvalidArgumentError`), are decoded with the worker's
     ``args_type`` as an executor decodes them (args that do not decode raise
     :class:`~kickside_engine.errors.ArgsDecodeError`, where a pool discards the job), and the
-    return value is normalised (``None`` becomes :class:`Done`). Exceptions propagate, so a
-    test can assert on them.
+    return value is normalised as a pool stores it (``None`` becomes :class:`Done`; any other
+    value that is not an outcome becomes ``Done(result=value)``, its JSON form; a result that
+    cannot be stored raises :class:`~kickside_engine.outcomes.ResultNotStorableError`).
+    Exceptions propagate, so a test can assert on them.
     """
     spec = spec_of(worker)
     stored = stored_args(spec.encode_args(args))
@@ -304,4 +306,12 @@ def perform_job(
         updated_at=now,
     )
     value = spec.perform(spec.decode_args(stored), job)
-    return Done() if value is None else value
+    if value is None:
+        return Done()
+    if isinstance(value, Done):
+        if value.result is None:
+            return value
+        return replace(value, result=storable_result(value.result))
+    if isinstance(value, Outcome):
+        return value
+    return Done(result=storable_result(value))

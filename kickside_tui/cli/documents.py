@@ -29,7 +29,8 @@ def error_document(entry: JobError, sensitive_keys: tuple[str, ...] = ()) -> dic
 
 
 def job_document(job: Job) -> dict[str, Any]:
-    """Every field of a job (``lease_token`` left out), with args, meta and errors redacted."""
+    """Every field of a job (``lease_token`` left out), with args, meta, errors and the
+    result redacted."""
     doc: dict[str, Any] = {}
     for f in dataclasses.fields(job):
         if f.name in _HIDDEN:
@@ -37,6 +38,7 @@ def job_document(job: Job) -> dict[str, Any]:
         doc[f.name] = to_jsonable(getattr(job, f.name))
     declared = declared_sensitive_keys(job.meta)
     doc["args"] = redact_args(job.args, job.meta)
+    doc["result"] = redact_args(job.result, job.meta)  # redacted as args are, same names
     doc["meta"] = redact_meta(job.meta)
     doc["errors"] = [error_document(e, declared) for e in job.errors]
     return doc

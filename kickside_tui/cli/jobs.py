@@ -147,7 +147,7 @@ def jobs(
 
 @handles_errors
 def job(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
-    """Show one job: its fields, args and meta (redacted), errors and runs."""
+    """Show one job: its fields, args, meta and result (redacted), errors and runs."""
     detail = job_detail(open_database(ctx), job_id(ctx, ident))
     document = job_document(detail.job)
     declared = declared_sensitive_keys(detail.job.meta)
@@ -192,6 +192,12 @@ def job(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -
         ("finalized at", utc_time(j.finalized_at)),
         ("args", json.dumps(document["args"], ensure_ascii=False)),
         ("meta", json.dumps(document["meta"], ensure_ascii=False)),
+        (
+            "result",
+            json.dumps(document["result"], ensure_ascii=False)
+            if document["result"] is not None
+            else None,
+        ),
     ]
     output.fields(f"job {j.id}", [(k, v) for k, v in pairs if v not in (None, "")])
     if document["errors"]:

@@ -145,7 +145,26 @@ def render_detail(data: JobDetailData, now: datetime) -> RenderableType:
         _heading("Meta"),
         Text(pretty_json(redact_meta(job.meta))),
     ]
+    if job.result is not None:
+        parts += [_heading("Result"), _result(job)]
     return Group(*parts)
+
+
+#: How much of a result the pane shows (a result may be up to 1 MiB of JSON).
+RESULT_SHOWN_CHARS = 20_000
+
+
+def _result(job: Job) -> Text:
+    """The job's result, redacted as its args are; a long one cut, saying where to see all."""
+    shown = pretty_json(redact_args(job.result, job.meta))
+    if len(shown) <= RESULT_SHOWN_CHARS:
+        return Text(shown)
+    text = Text(shown[:RESULT_SHOWN_CHARS])
+    text.append(
+        f"\n… {len(shown) - RESULT_SHOWN_CHARS} more characters: kickside job {job.id} --json",
+        style="dim italic",
+    )
+    return text
 
 
 class JobDetailPane(VerticalScroll):
