@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-#: The largest result a job may store: 1 MiB of JSON text (UTF-8). A larger one fails the
-#: attempt with its size; it is never truncated.
 MAX_RESULT_BYTES = 1024 * 1024
+"""The largest result a job may store: 1 MiB of JSON text (UTF-8). A larger one fails the
+attempt with its size; it is never truncated."""
 
 
 @dataclass(frozen=True)

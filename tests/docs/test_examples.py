@@ -14,6 +14,7 @@ from .support import EXAMPLES, PAGES, SNIPPET, example_env, run
 #: Scripts the pages show, run here one by one.
 SCRIPTS = [
     "workers/outcomes.py",
+    "workers/results.py",
     "workers/retries.py",
     "workers/uniqueness.py",
     "workers/typed_args.py",
