@@ -23,6 +23,7 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.ids import parse_uuid, uuid7
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob, Job, JobState
+from kickside_engine.outcomes import storable_result
 from kickside_engine.store.claims import claim_jobs
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import read_job, read_states
@@ -165,15 +166,19 @@ def complete(
     *,
     demand_satisfied: bool = False,
     park: bool = False,
+    result: Any = None,
     conn: Connection | None = None,
 ) -> bool:
     """Record a successful attempt: settle ``claimed`` as done, in ``conn``'s transaction when
     given (neither committed nor rolled back there), else in a transaction of its own.
 
     For slots, ``demand_satisfied`` consumes ordinary demand received during the run and
-    ``park`` parks the slot; a pending control wake still rearms it. The finish time is read
-    inside the transaction that records it.
+    ``park`` parks the slot; a pending control wake still rearms it. ``result`` is stored on
+    the job, as a worker's return value is; one that cannot be stored raises
+    :class:`~kickside_engine.outcomes.ResultNotStorableError` before anything is written. The
+    finish time is read inside the transaction that records it.
     """
+    stored = None if result is None else storable_result(result)
 
     def settlement(now: datetime) -> Settlement:
         result = ExecutionResult(
@@ -182,6 +187,7 @@ def complete(
             _elapsed(claimed, now),
             demand_satisfied=demand_satisfied,
             park=park,
+            result=stored,
         )
         return settlement_for(claimed, result)
 

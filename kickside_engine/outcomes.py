@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from kickside_engine.errors import InvalidArgumentError
+
 MAX_RESULT_BYTES = 1024 * 1024
 """The largest result a job may store: 1 MiB of JSON text (UTF-8). A larger one fails the
 attempt with its size; it is never truncated."""
@@ -83,7 +85,7 @@ def retry_hint_ms(exc: BaseException) -> float | None:
     return float(value)
 
 
-class ResultNotStorableError(ValueError):
+class ResultNotStorableError(InvalidArgumentError):
     """A worker's result cannot be stored: not JSON, or over :data:`MAX_RESULT_BYTES`."""
 
 
@@ -94,7 +96,6 @@ def storable_result(value: Any) -> Any:
     cannot hold (a set, an object, a cycle, NaN, a NUL character) or one whose JSON text is
     over :data:`MAX_RESULT_BYTES`: the attempt then fails, so nothing is silently cut.
     """
-    from kickside_engine.errors import InvalidArgumentError
     from kickside_engine.text import require_storable_json
 
     try:

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,16 @@ from kickside_engine import (
     JobState,
     NotFoundError,
     WaitTimeoutError,
+    claim,
+    complete,
     enqueue,
     get_job,
     migrate,
     wait_for,
 )
+from kickside_engine.clock import utcnow
 from kickside_engine.outcomes import ResultNotStorableError, storable_result
+from kickside_engine.plugins.pruner import prune
 from kickside_engine.runtime import PoolConfig, WorkerPool
 from kickside_engine.testing import drain_jobs, perform_job
 from kickside_tui.cli.main import app
@@ -227,3 +232,22 @@ def test_results_round_trip_a_process_pool_and_wait_for_from_another_process(
     refused = get_job(db, huge)
     assert refused is not None and refused.state is JobState.RETRYABLE
     assert refused.result is None and "over the 1048576 byte limit" in refused.errors[-1].error
+
+
+def test_complete_by_hand_stores_a_result_and_refuses_an_unstorable_one(db: Database) -> None:
+    job_id = _job(db, "nothing")
+    (claimed,) = claim(db, queue="default", node="by-hand")
+    with pytest.raises(ResultNotStorableError, match="type set"):
+        complete(db, claimed, result={1})
+    assert get_job(db, job_id).state is JobState.EXECUTING  # type: ignore[union-attr]
+    assert complete(db, claimed, result={"rows": 3})
+    assert wait_for(db, job_id, timeout=1).result == {"rows": 3}
+
+
+def test_a_result_goes_with_its_pruned_job(db: Database) -> None:
+    job_id = _job(db, "fetch_url", {"url": "u"})
+    drain_jobs(db, results_app.registry)
+    assert get_job(db, job_id).result is not None  # type: ignore[union-attr]
+    assert prune(db, utcnow() + timedelta(days=30)) == 1
+    with pytest.raises(NotFoundError):
+        wait_for(db, job_id, timeout=1)
