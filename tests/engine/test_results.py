@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -251,3 +252,30 @@ def test_a_result_goes_with_its_pruned_job(db: Database) -> None:
     assert prune(db, utcnow() + timedelta(days=30)) == 1
     with pytest.raises(NotFoundError):
         wait_for(db, job_id, timeout=1)
+
+
+RESULTS = [{"rows": [1, 2], "note": "ünïcode"}, "a string", 42, [None, True]]
+
+
+def test_a_batch_of_results_settles_in_one_statement_and_fenced(db: Database) -> None:
+    from kickside_engine import enqueue_many
+    from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
+    from kickside_engine.store.settle import settle_batch, settle_batch_unnest
+
+    enqueue_many(db, [JobBuilder("nothing", {"i": i}) for i in range(5)])
+    claimed = claim(db, queue="default", node="n1", limit=5)
+    settlements = [
+        settlement_for(c, ExecutionResult(ResultKind.DONE, utcnow(), 3, result=r))
+        for c, r in zip(claimed, RESULTS, strict=False)
+    ]
+    lost = settlement_for(claimed[4], ExecutionResult(ResultKind.DONE, utcnow(), 3, result="x"))
+    lost = replace(lost, lease_token=uuid.uuid4())  # not the lease holder: records nothing
+    with db.begin() as conn:
+        if db.is_postgresql:  # one shape of batch: the single-statement path
+            assert settle_batch_unnest(db, conn, [*settlements, lost])
+        else:
+            settle_batch(db, conn, [*settlements, lost])
+    assert [get_job(db, c.job.id).result for c in claimed[:4]] == RESULTS  # type: ignore[union-attr]
+    untouched = get_job(db, claimed[4].job.id)
+    assert untouched is not None and untouched.state is JobState.EXECUTING
+    assert untouched.result is None
