@@ -279,3 +279,16 @@ def test_a_batch_of_results_settles_in_one_statement_and_fenced(db: Database) ->
     untouched = get_job(db, claimed[4].job.id)
     assert untouched is not None and untouched.state is JobState.EXECUTING
     assert untouched.result is None
+
+
+def test_a_slot_keeps_its_latest_runs_result(db: Database) -> None:
+    builder = JobBuilder("done_with_result", {"n": 1}).slot("app.sync", "t:1", "k", demand=True)
+    job_id = enqueue(db, builder).id
+    drain_jobs(db, results_app.registry)
+    slot = get_job(db, job_id)
+    assert slot is not None and slot.state is JobState.PARKED and slot.result == [1, "done"]
+    enqueue(db, builder)  # demand again: the parked slot is due
+    (claimed,) = claim(db, queue="default", node="n1")
+    assert claimed.job.id == job_id
+    assert complete(db, claimed)  # a run without a result clears the last one
+    assert get_job(db, job_id).result is None  # type: ignore[union-attr]
