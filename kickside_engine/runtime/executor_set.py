@@ -26,7 +26,14 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_fo
 from kickside_engine.models import ClaimedJob
 from kickside_engine.runtime.app import WorkerInfo, code_version, load_registry
 from kickside_engine.runtime.config import PoolConfig
-from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor, receive
+from kickside_engine.runtime.executors import (
+    EXIT_MAIN_NOT_GUARDED,
+    Executor,
+    ProcessExecutor,
+    ThreadExecutor,
+    main_not_guarded,
+    receive,
+)
 from kickside_engine.runtime.job_log import log_start, log_stop, starts_logged
 from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS
 from kickside_engine.runtime.supervision import LeaseKeeper
@@ -261,7 +268,17 @@ class ExecutorSet:
             self.replace(ex, kill=False)
 
     def _executor_died(self, ex: Executor) -> None:
-        """``ex`` is gone: its job (if any) crashed; another executor takes its place."""
+        """``ex`` is gone: its job (if any) crashed; another executor takes its place.
+
+        An executor that ended before it was ready because the main module started a pool
+        again (no ``__main__`` guard) would do so again: the pool stops with that error.
+        """
+        if not ex.ready and ex.exit_code(5) == EXIT_MAIN_NOT_GUARDED:
+            error = main_not_guarded()
+            log.error("%s", error)
+            self.retire(ex, kill=True)
+            self.on_failed(error)
+            return
         claimed = ex.running
         if claimed is not None:
             started = ex.started_monotonic

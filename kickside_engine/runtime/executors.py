@@ -25,6 +25,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -39,6 +40,46 @@ from kickside_engine.wire import decode_claimed, encode_claimed, encode_result
 from kickside_engine.workers import WorkerRegistry
 
 log = logging.getLogger("kickside.executor")
+
+#: The name of every executor process starts so; a spawned child has its name before it
+#: imports the main module again, which is how it knows it is one.
+EXECUTOR_NAME_PREFIX = "kickside-executor-"
+#: How an executor exits when the main module it imports again starts a pool (EX_CONFIG): the
+#: supervisor reads it and stops with :func:`main_not_guarded` instead of respawning it.
+EXIT_MAIN_NOT_GUARDED = 78
+
+
+def main_not_guarded() -> ConfigurationError:
+    """The error of a pool started by the main module as it is imported (no ``__main__`` guard).
+
+    Executors are started with multiprocessing's spawn, which imports the main module again in
+    each new process: a pool started at the main module's top level starts again there.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    where = f" ({path})" if path else ""
+    return ConfigurationError(
+        f"the main module{where} starts a worker pool when it is imported, and every executor "
+        "process imports it again; start the pool under "
+        '`if __name__ == "__main__":` (see "Safe importing of main module" in the '
+        "multiprocessing documentation)"
+    )
+
+
+def refuse_while_bootstrapping() -> None:
+    """Refuse to build a pool in a spawned process that is still importing the main module.
+
+    That is the main module's unguarded top level running again in a child (multiprocessing
+    sets ``_inheriting`` for exactly that phase). In an executor it exits with
+    :data:`EXIT_MAIN_NOT_GUARDED` and no traceback, so the supervisor reports it once; in any
+    other spawned process it raises the same :class:`ConfigurationError`.
+    """
+    process = multiprocessing.current_process()
+    if not getattr(process, "_inheriting", False):
+        return
+    if process.name.startswith(EXECUTOR_NAME_PREFIX):
+        raise SystemExit(EXIT_MAIN_NOT_GUARDED)
+    raise main_not_guarded()
 
 
 def send(conn: Connection, message: tuple[Any, ...]) -> None:
@@ -175,6 +216,10 @@ class Executor:
     def join(self, timeout_seconds: float) -> None:
         raise NotImplementedError
 
+    def exit_code(self, timeout_seconds: float) -> int | None:
+        """The exit code of an executor that ended (waiting up to ``timeout_seconds``)."""
+        return None
+
 
 class ProcessExecutor(Executor):
     """An executor in its own process."""
@@ -188,7 +233,7 @@ class ProcessExecutor(Executor):
         self.process = self._context.Process(
             target=process_main,
             args=(child, app, os.getpid()),
-            name=f"kickside-executor-{self.id}",
+            name=f"{EXECUTOR_NAME_PREFIX}{self.id}",
             daemon=True,
         )
         self.process.start()
@@ -208,6 +253,10 @@ class ProcessExecutor(Executor):
 
     def alive(self) -> bool:
         return self.process.is_alive()
+
+    def exit_code(self, timeout_seconds: float) -> int | None:
+        self.process.join(timeout_seconds)
+        return self.process.exitcode
 
     def join(self, timeout_seconds: float) -> None:
         self.process.join(timeout_seconds)

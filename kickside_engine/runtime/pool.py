@@ -36,7 +36,7 @@ from kickside_engine.plugins.cron import SchedulePublication
 from kickside_engine.runtime.app import load_registry
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executor_set import ExecutorSet
-from kickside_engine.runtime.executors import Executor
+from kickside_engine.runtime.executors import Executor, refuse_while_bootstrapping
 from kickside_engine.runtime.producer import Producer
 from kickside_engine.runtime.supervision import LeaseKeeper, PluginThread
 from kickside_engine.runtime.wakeups import Wakeups, restore_signals, route_signals
@@ -57,6 +57,7 @@ class WorkerPool:
     """A supervised worker pool. ``run()`` blocks; ``start()``/``stop()`` run it on a thread."""
 
     def __init__(self, db: Database, config: PoolConfig) -> None:
+        refuse_while_bootstrapping()  # an unguarded main module, imported again by an executor
         self.db = db
         self.config = config
         self.node = config.node or node_name()
