@@ -245,8 +245,11 @@ class Producer:
         running = self.executors.running_by_queue
         for job in batch:
             self.leases.track(job.lease_token, since, self.config.lease_for(queue))
+            ex = None
             if idle and running[queue] < self.config.queues[queue]:
-                assigned.append((idle.pop(0), job))
+                ex = self.executors.take_slot(idle, job)
+            if ex is not None:
+                assigned.append((ex, job))
                 running[queue] += 1
             else:
                 self.buffer.add(job)
@@ -260,8 +263,11 @@ class Producer:
                 break
             queue = claimed.job.queue
             if running[queue] < self.config.queues[queue]:
+                ex = self.executors.take_slot(idle, claimed)
+                if ex is None:
+                    continue  # no free place of its kind: it waits, later jobs may go
                 self.buffer.remove(claimed)
                 running[queue] += 1
                 self.stats["prefetched"] += 1
-                assigned.append((idle.pop(0), claimed))
+                assigned.append((ex, claimed))
         return assigned
