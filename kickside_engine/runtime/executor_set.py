@@ -181,6 +181,9 @@ class ExecutorSet:
                 self.spawn(is_async=ex.is_async)
             else:
                 ex.retiring = True  # finishes its jobs under the code they started with
+                if ex.is_async:
+                    # Its tasks may run long: the new code takes new jobs meanwhile.
+                    self.spawn(is_async=True)
 
     def retire_all(self) -> None:
         """At the end of a run: stop every executor, killing those still running a job."""
@@ -202,13 +205,24 @@ class ExecutorSet:
     def take_slot(self, idle: list[Executor], claimed: ClaimedJob) -> Executor | None:
         """Take from ``idle`` the first place of the kind ``claimed``'s worker runs on (any,
         for a worker no executor knows: it reports the job back as unknown)."""
-        worker = claimed.job.worker
-        wanted = worker in self.async_workers
-        known = wanted or any(worker in ex.infos for ex in idle)
+        wanted = self._kind(claimed.job.worker)
         for i, ex in enumerate(idle):
-            if not known or ex.is_async == wanted:
+            if wanted is None or ex.is_async == wanted:
                 return idle.pop(i)
         return None
+
+    def any_place_for(self, jobs: Iterable[ClaimedJob]) -> bool:
+        """Whether one of ``jobs`` has an idle executor of its kind now."""
+        kinds = {ex.is_async for ex in self.executors if ex.idle}
+        if len(kinds) != 1:
+            return bool(kinds)  # both kinds free, or none
+        return any(self._kind(c.job.worker) in (None, *kinds) for c in jobs)
+
+    def _kind(self, worker: str) -> bool | None:
+        """Whether ``worker`` runs on async executors (None: no executor knows it)."""
+        if worker in self.async_workers:
+            return True
+        return False if any(worker in ex.infos for ex in self.executors) else None
 
     def busy(self) -> int:
         """How many executors run a job."""
@@ -352,7 +366,10 @@ class ExecutorSet:
             log_stop(claimed, result)
         self.on_free()
         if ex.retiring and not ex.jobs and ex in self.executors:
-            self.replace(ex, kill=False)
+            if ex.is_async:
+                self.retire(ex)  # replaced when it began retiring
+            else:
+                self.replace(ex, kill=False)
 
     def _executor_died(self, ex: Executor) -> None:
         """``ex`` is gone: its jobs crashed; another executor takes its place."""
@@ -370,7 +387,7 @@ class ExecutorSet:
         for token, job in list(ex.jobs.items()):
             ms = int((now - job.started_monotonic) * 1000)
             self._finish(ex, token, ExecutionResult(ResultKind.CRASH, utcnow(), ms, error=error))
-        if not self.stopping.is_set():
+        if not self.stopping.is_set() and not (ex.retiring and ex.is_async):
             self.spawn(is_async=ex.is_async)
 
     def check_deadlines(self, now_mono: float) -> None:
@@ -398,10 +415,8 @@ class ExecutorSet:
                         job.cancel_by = now_mono + CANCEL_GRACE_SECONDS
                         ex.cancel(token)
                     else:
-                        limit = self._max_execution(ex, job.claimed)
-                        self._finish(ex, token, timeout_result(limit, job.started_monotonic))
-                        if ex in self.executors:
-                            self.replace(ex, kill=True)
+                        job.timed_out = True  # recorded as a timeout by _fail_all
+                        self._fail_all(ex, "timeout")
                         break
 
     def _info(self, ex: Executor, worker: str) -> WorkerInfo | None:

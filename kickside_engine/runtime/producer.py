@@ -100,8 +100,9 @@ class Producer:
     def urgent(self) -> bool:
         """Whether there is something to do for an idle executor now: a claim to start, or a
         prefetched job that may start."""
-        return (self.claim_wanted and self._turn is None) or self.buffer.dispatchable(
-            self.executors.running_by_queue, self.config.queues
+        return (self.claim_wanted and self._turn is None) or (
+            self.buffer.dispatchable(self.executors.running_by_queue, self.config.queues)
+            and self.executors.any_place_for(self.buffer)
         )
 
     def set_paused(self, paused: set[str]) -> None:

@@ -189,3 +189,27 @@ def test_thread_pools_run_async_workers_on_an_event_loop_thread(db: Database) ->
         assert [ex.is_async for ex in pool.executors] == [False, False, True]
     finally:
         pool.stop(30)
+
+
+def test_an_upgrade_replaces_async_executors_and_lets_running_tasks_finish(
+    db: Database, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    running = enqueue(db, JobBuilder("async_sleep", {"seconds": 8, "log": str(log)}))
+    with _pool(db, process_executors=1) as pool:
+        wait_for(lambda: _state(db, running.id) is JobState.EXECUTING, 60, "start")
+        (old,) = _async_executors(pool)
+        pool.request_upgrade()
+        # The new generation takes new jobs while the old executor finishes its task.
+        wait_for(lambda: any(ex is not old for ex in _async_executors(pool)), 30, "a new one")
+        assert old.retiring
+        later = enqueue(db, JobBuilder("async_sleep", {"seconds": 0, "log": str(log)}))
+        wait_for(lambda: _state(db, later.id) is JobState.COMPLETED, 30, "the later job")
+        assert _state(db, running.id) is JobState.EXECUTING
+        wait_for(lambda: _state(db, running.id) is JobState.COMPLETED, 30, "the running job")
+        wait_for(lambda: old not in pool.executors, 30, "the old executor retired")
+        assert [ex.is_async for ex in pool.executors] == [False, True]
+        new_pid = _async_executors(pool)[0].pid
+    pids = {job_id: pid for job_id, pid, _, _ in _log(log)}
+    assert pids[str(running.id)] == old.pid
+    assert pids[str(later.id)] == new_pid != old.pid
