@@ -7,6 +7,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,49 @@ def test_an_upgrade_replaces_async_executors_and_lets_running_tasks_finish(
     pids = {job_id: pid for job_id, pid, _, _ in _log(log)}
     assert pids[str(running.id)] == old.pid
     assert pids[str(later.id)] == new_pid != old.pid
+
+
+def test_an_operator_cancel_stops_a_running_async_task_only(db: Database, tmp_path: Path) -> None:
+    from kickside_engine.clock import utcnow
+    from kickside_engine.control import Actor, cancel_job
+
+    marker = tmp_path / "marker"
+    log = tmp_path / "runs.log"
+    slow = enqueue(
+        db,
+        JobBuilder("slow_with_finally", {"marker": str(marker)}).max_execution(
+            timedelta(minutes=5)
+        ),
+    )
+    other = enqueue(db, JobBuilder("async_sleep", {"seconds": 3, "log": str(log)}))
+    with _pool(db, process_executors=0, async_executors=1) as pool:
+        wait_for(lambda: _state(db, slow.id) is JobState.EXECUTING, 60, "start")
+        wait_for(lambda: _state(db, other.id) is JobState.EXECUTING, 60, "start")
+        (executor,) = _async_executors(pool)
+        cancel_job(db, slow.id, actor=Actor("test", "host"), now=utcnow())
+        wait_for(lambda: marker.exists() and "finally" in marker.read_text(), 30, "the cancel")
+        wait_for(lambda: _state(db, other.id) is JobState.COMPLETED, 30, "the other job")
+        assert _async_executors(pool) == [executor]
+    assert _state(db, slow.id) is JobState.CANCELLED
+    assert marker.read_text().splitlines() == ["cancelled", "finally"]
+
+
+def test_an_async_executor_whose_loop_is_blocked_is_killed_failing_only_its_jobs(
+    db: Database, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    blocker = enqueue(db, JobBuilder("blocks_loop", {"seconds": 60}))
+    with _pool(db, process_executors=0, async_executors=1) as pool:
+        wait_for(lambda: _state(db, blocker.id) is JobState.EXECUTING, 60, "start")
+        (stuck,) = _async_executors(pool)
+        # Started on the same loop, which the blocker holds: it cannot run meanwhile.
+        bystander = enqueue(db, JobBuilder("async_sleep", {"seconds": 0, "log": str(log)}))
+        wait_for(lambda: _state(db, bystander.id) is JobState.EXECUTING, 30, "claimed")
+        wait_for(lambda: _state(db, blocker.id) is JobState.RETRYABLE, 30, "the kill")
+        wait_for(lambda: _state(db, bystander.id) is JobState.RETRYABLE, 30, "crashed")
+        wait_for(lambda: any(ex is not stuck for ex in _async_executors(pool)), 30, "replaced")
+    (run,) = list_runs(db, blocker.id)
+    assert run.outcome is RunOutcome.TIMEOUT
+    (run,) = list_runs(db, bystander.id)
+    assert run.outcome is RunOutcome.CRASHED
+    assert "event loop did not stop a cancelled job" in (run.error or "")

@@ -58,3 +58,8 @@ def sync_sleep(args: dict[str, Any], job: Job) -> None:
     start = time.time()
     time.sleep(float(args.get("seconds", 0)))
     _log(args, job, start)
+
+
+@registry.worker("blocks_loop", timeout=timedelta(seconds=1), max_attempts=3)
+async def blocks_loop(args: dict[str, Any], job: Job) -> None:
+    time.sleep(float(args.get("seconds", 30)))  # blocks the event loop: cancel cannot get in
