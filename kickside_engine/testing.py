@@ -13,6 +13,8 @@ fixture, a migrated SQLite database in the test's temporary directory, lives in
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import uuid
 from collections import Counter
@@ -262,7 +264,8 @@ def perform_job(
     ``args_type`` as an executor decodes them (args that do not decode raise
     :class:`~kickside_engine.errors.ArgsDecodeError`, where a pool discards the job), and the
     return value is normalised (``None`` becomes :class:`Done`). Exceptions propagate, so a
-    test can assert on them.
+    test can assert on them. An ``async def`` worker is run to its end with ``asyncio.run``
+    (so not from inside a running event loop, for now).
     """
     spec = spec_of(worker)
     stored = stored_args(spec.encode_args(args))
@@ -304,4 +307,10 @@ def perform_job(
         updated_at=now,
     )
     value = spec.perform(spec.decode_args(stored), job)
+    if inspect.isawaitable(value):  # an async def worker: run it to its end here
+        value = asyncio.run(_awaited(value))
     return Done() if value is None else value
+
+
+async def _awaited(value: Any) -> Any:
+    return await value

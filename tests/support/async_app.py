@@ -63,3 +63,9 @@ def sync_sleep(args: dict[str, Any], job: Job) -> None:
 @registry.worker("blocks_loop", timeout=timedelta(seconds=1), max_attempts=3)
 async def blocks_loop(args: dict[str, Any], job: Job) -> None:
     time.sleep(float(args.get("seconds", 30)))  # blocks the event loop: cancel cannot get in
+
+
+@registry.worker("async_fail", max_attempts=2)
+async def async_fail(args: dict[str, Any], job: Job) -> None:
+    await asyncio.sleep(0)
+    raise ValueError("boom")
