@@ -42,6 +42,7 @@ from kickside_engine.runtime.executors import (
     receive,
 )
 from kickside_engine.runtime.job_log import log_start, log_stop, starts_logged
+from kickside_engine.runtime.placement import Placement
 from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS
 from kickside_engine.runtime.supervision import LeaseKeeper
 from kickside_engine.store.claims import restamp_run
@@ -57,7 +58,7 @@ log = logging.getLogger("kickside.pool")
 CANCEL_GRACE_SECONDS = 5.0
 
 
-class ExecutorSet:
+class ExecutorSet(Placement):
     """The pool's executors and the jobs running on them.
 
     The pool owns it and hands it to the producer, which asks which executors are idle and
@@ -65,7 +66,8 @@ class ExecutorSet:
     calls the producer. What it learns for others it keeps or reports: outcomes wait in
     :attr:`pending` for the producer's next turn, ``on_free`` is called when an executor may
     take a job (one became ready or finished one), and ``on_failed`` when executors cannot load
-    the app (the pool then stops).
+    the app (the pool then stops). What the others ask (free places, which executor takes
+    which job, the claim's workers) is answered by :class:`Placement`.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class ExecutorSet:
         on_free: Callable[[], None],
         on_failed: Callable[[KicksideError], None],
     ) -> None:
+        super().__init__()
         self.db = db
         self.config = config
         #: The selector the loop waits on: each executor's pipe is registered with it (data:
@@ -90,7 +93,6 @@ class ExecutorSet:
         self.stopping = stopping
         self.on_free = on_free
         self.on_failed = on_failed
-        self.executors: list[Executor] = []
         #: The code generation new executors load; :meth:`upgrade` starts the next one.
         self.generation = 0
         #: The code version the pool runs: a thread pool's new executors load it; a process
@@ -110,8 +112,6 @@ class ExecutorSet:
         #: Lease tokens of claimed jobs whose run says an older code version than the one they
         #: will start under: :meth:`dispatch` records the starting executor's.
         self.restamp: set[uuid.UUID] = set()
-        #: The ``async def`` workers, as the executors reported them.
-        self.async_workers: set[str] = set()
 
     # -- membership -------------------------------------------------------------------------
 
@@ -195,91 +195,6 @@ class ExecutorSet:
         for ex in list(self.executors):
             if ex.jobs:
                 self.retire(ex, kill=True)
-
-    # -- what the others ask ----------------------------------------------------------------
-
-    def idle(self) -> list[Executor]:
-        """The places for a job now: each executor once per free slot."""
-        return [ex for ex in self.executors for _ in range(ex.free_slots)]
-
-    def take_slot(self, idle: list[Executor], claimed: ClaimedJob) -> Executor | None:
-        """Take from ``idle`` the first place of the kind ``claimed``'s worker runs on (any,
-        for a worker no executor knows: it reports the job back as unknown)."""
-        wanted = self._kind(claimed.job.worker)
-        for i, ex in enumerate(idle):
-            if wanted is None or ex.is_async == wanted:
-                return idle.pop(i)
-        return None
-
-    def any_place_for(self, jobs: Iterable[ClaimedJob]) -> bool:
-        """Whether one of ``jobs`` has an idle executor of its kind now."""
-        kinds = {ex.is_async for ex in self.executors if ex.idle}
-        if len(kinds) != 1:
-            return bool(kinds)  # both kinds free, or none
-        return any(self._kind(c.job.worker) in (None, *kinds) for c in jobs)
-
-    def _kind(self, worker: str) -> bool | None:
-        """Whether ``worker`` runs on async executors (None: no executor knows it)."""
-        if worker in self.async_workers:
-            return True
-        return False if any(worker in ex.infos for ex in self.executors) else None
-
-    def busy(self) -> int:
-        """How many executors run a job."""
-        return sum(1 for ex in self.executors if ex.jobs)
-
-    def any_idle(self) -> bool:
-        """Whether some executor may take a job now."""
-        return any(ex.idle for ex in self.executors)
-
-    def any_ready(self) -> bool:
-        """Whether some executor has loaded the app."""
-        return any(ex.ready for ex in self.executors)
-
-    def any_current(self) -> bool:
-        """Whether some executor has loaded the app and is not retiring."""
-        return any(ex.ready and not ex.retiring for ex in self.executors)
-
-    def deadlines(self) -> list[float]:
-        """The monotonic deadlines of the running executions (and of the cancels sent)."""
-        return [
-            job.deadline if job.cancel_by is None else job.cancel_by
-            for ex in self.executors
-            for job in ex.jobs.values()
-        ]
-
-    def held_leases(self) -> list[uuid.UUID]:
-        """The lease tokens of the running jobs."""
-        return [
-            job.claimed.lease_token
-            for ex in self.executors
-            for job in ex.jobs.values()
-            if not job.lost
-        ]
-
-    def claim_version(self, idle: list[Executor]) -> str | None:
-        """The code version claimed jobs will run under: the newest generation's."""
-        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
-        return max(ready, key=lambda ex: ex.generation).version if ready else None
-
-    def claim_workers(self, idle: list[Executor]) -> list[str]:
-        """The workers of the code claimed jobs will run under (the newest generation's); none
-        before an executor has loaded it."""
-        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
-        if not ready:
-            return []
-        newest = max(ex.generation for ex in ready)
-        # Only workers an executor of theirs can run: with places free, of the free kinds.
-        kinds = {ex.is_async for ex in (idle or ready)}
-        return sorted(
-            {
-                w
-                for ex in ready
-                if ex.generation == newest
-                for w in ex.infos
-                if (w in self.async_workers) in kinds
-            }
-        )
 
     # -- jobs -------------------------------------------------------------------------------
 
