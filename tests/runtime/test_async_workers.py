@@ -22,6 +22,7 @@ from kickside_engine.runtime.executors import Executor
 from ..conftest import Target
 from ..support.async_app import registry
 from ..support.processes import start_worker, stop, wait_for
+from ..support.procfs import alive, process_tree
 
 pytestmark = pytest.mark.slow
 
@@ -260,3 +261,34 @@ def test_an_async_executor_whose_loop_is_blocked_is_killed_failing_only_its_jobs
     (run,) = list_runs(db, bystander.id)
     assert run.outcome is RunOutcome.CRASHED
     assert "event loop did not stop a cancelled job" in (run.error or "")
+
+
+def test_async_executors_die_with_a_killed_pool_and_their_jobs_run_once_elsewhere(
+    db: Database, target: Target, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    jobs = [
+        enqueue(db, JobBuilder("async_sleep", {"seconds": 10, "log": str(log)})) for _ in range(10)
+    ]
+    options = ["--lease-seconds", "3"]
+    first = start_worker(
+        target.cli_args(), app=APP, queues="default:20", extra=options, log=tmp_path / "1.out"
+    )
+    try:
+        wait_for(lambda: all(_state(db, j.id) is JobState.EXECUTING for j in jobs), 60, "start")
+        executors = process_tree(first.pid)[1:]
+        assert executors
+        os.kill(first.pid, signal.SIGKILL)  # the supervisor alone: its executors must follow
+        first.wait(10)
+        wait_for(lambda: not any(alive(pid) for pid in executors), 30, "the executors to exit")
+    finally:
+        stop(first)
+    assert _log(log) == []  # no job went on running without its pool
+    second = start_worker(
+        target.cli_args(), app=APP, queues="default:20", extra=options, log=tmp_path / "2.out"
+    )
+    try:
+        wait_for(lambda: all(_state(db, j.id) is JobState.COMPLETED for j in jobs), 90, "rescued")
+    finally:
+        stop(second)
+    assert sorted(job_id for job_id, *_ in _log(log)) == sorted(str(j.id) for j in jobs)
