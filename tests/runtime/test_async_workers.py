@@ -292,3 +292,14 @@ def test_async_executors_die_with_a_killed_pool_and_their_jobs_run_once_elsewher
     finally:
         stop(second)
     assert sorted(job_id for job_id, *_ in _log(log)) == sorted(str(j.id) for j in jobs)
+
+
+def test_a_running_async_jobs_lease_is_renewed(db: Database, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    job = enqueue(db, JobBuilder("async_sleep", {"seconds": 5, "log": str(log)}))
+    options: dict[str, Any] = {"lease": timedelta(seconds=3), "run_plugins": True}
+    with _pool(db, process_executors=0, async_executors=1, **options):
+        wait_for(lambda: _state(db, job.id) is JobState.COMPLETED, 60, "completed")
+    (run,) = list_runs(db, job.id)  # never rescued, though it ran past its first lease
+    assert run.outcome is RunOutcome.COMPLETED
+    assert len(_log(log)) == 1
