@@ -6,6 +6,8 @@ process of the supervised pool.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
 import time
 import traceback
@@ -118,7 +120,14 @@ def _nonnegative(delay: timedelta) -> timedelta:
 
 
 def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
-    """Run the claimed job's worker in this thread and return what happened."""
+    """Run the claimed job's worker in this thread and return what happened.
+
+    An ``async def`` worker runs to its end on an event loop of its own (``asyncio.run``): the
+    testing helpers run it so; the pool runs it on an async executor (:func:`execute_async`).
+    """
+    spec = registry.get(claimed.job.worker)
+    if spec is not None and spec.is_async:
+        return asyncio.run(execute_async(registry, claimed))
     started = time.monotonic()
     spec, args, problem = resolve(registry, claimed.job)
     if spec is None:
@@ -127,6 +136,28 @@ def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
         return ExecutionResult(ResultKind.DISCARD, utcnow(), 0, error=problem)
     try:
         value = spec.perform(args, claimed.job)
+    except Exception as exc:
+        return exception_result(exc, started)
+    return outcome_result(value, started)
+
+
+async def execute_async(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
+    """Run the claimed job's worker on the running event loop and return what happened.
+
+    A sync worker is called in place (it blocks the loop while it runs). Cancelling the task
+    raises ``CancelledError`` in the worker, whose ``finally`` blocks run; the cancellation
+    then propagates (the caller says why it cancelled).
+    """
+    started = time.monotonic()
+    spec, args, problem = resolve(registry, claimed.job)
+    if spec is None:
+        return ExecutionResult(ResultKind.UNKNOWN_WORKER, utcnow(), 0, error=problem)
+    if problem is not None:
+        return ExecutionResult(ResultKind.DISCARD, utcnow(), 0, error=problem)
+    try:
+        value = spec.perform(args, claimed.job)
+        if inspect.isawaitable(value):
+            value = await value
     except Exception as exc:
         return exception_result(exc, started)
     return outcome_result(value, started)

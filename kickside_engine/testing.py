@@ -13,6 +13,8 @@ fixture, a migrated SQLite database in the test's temporary directory, lives in
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import uuid
 from collections import Counter
@@ -264,7 +266,8 @@ def perform_job(
     return value is normalised as a pool stores it (``None`` becomes :class:`Done`; any other
     value that is not an outcome becomes ``Done(result=value)``, its JSON form; a result that
     cannot be stored raises :class:`~kickside_engine.outcomes.ResultNotStorableError`).
-    Exceptions propagate, so a test can assert on them.
+    Exceptions propagate, so a test can assert on them. An ``async def`` worker is run to its
+    end with ``asyncio.run`` (so not from inside a running event loop, for now).
     """
     spec = spec_of(worker)
     stored = stored_args(spec.encode_args(args))
@@ -306,6 +309,8 @@ def perform_job(
         updated_at=now,
     )
     value = spec.perform(spec.decode_args(stored), job)
+    if inspect.isawaitable(value):  # an async def worker: run it to its end here
+        value = asyncio.run(_awaited(value))
     if value is None:
         return Done()
     if isinstance(value, Done):
@@ -315,3 +320,7 @@ def perform_job(
     if isinstance(value, Outcome):
         return value
     return Done(result=storable_result(value))
+
+
+async def _awaited(value: Any) -> Any:
+    return await value

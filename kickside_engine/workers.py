@@ -29,11 +29,15 @@ an application's own credentials) are declared per worker or for every worker of
 
 Enqueueing through the worker (``verify_identity.new(...)``) records the names in the job's
 meta, where the CLI and the dashboard (which do not import the application) read them.
+
+An ``async def`` worker (a coroutine function, or a class whose ``perform`` is one) is declared
+the same way; :attr:`WorkerSpec.is_async` says so, and the pool runs it on an async executor.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -55,6 +59,17 @@ Perform = Callable[[Any, "Job"], Outcome | None]
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_TIMEOUT = timedelta(minutes=5)
+
+
+def _class_perform(cls: Any) -> Perform:
+    """``perform`` of a fresh ``cls`` per job; a coroutine function when ``cls.perform`` is."""
+    if inspect.iscoroutinefunction(cls.perform):
+
+        async def perform_async(args: Any, job: Job) -> Outcome | None:
+            return await cls().perform(args, job)  # type: ignore[no-any-return]
+
+        return cast(Perform, perform_async)
+    return lambda args, job: cls().perform(args, job)
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,11 @@ class WorkerSpec:
             raise InvalidArgumentError(f"max_attempts must be at least 1, got {self.max_attempts}")
         if self.timeout.total_seconds() <= 0:
             raise InvalidArgumentError(f"timeout must be positive, got {self.timeout}")
+
+    @property
+    def is_async(self) -> bool:
+        """Whether ``perform`` is an ``async def`` (it then runs on an async executor)."""
+        return inspect.iscoroutinefunction(self.perform)
 
     def new(self, args: Any = None) -> JobBuilder:
         """A job builder for this worker, carrying its defaults."""
@@ -185,7 +205,7 @@ class WorkerRegistry:
     def _declare(self, target: F, name: str | None, options: Mapping[str, Any]) -> F:
         if isinstance(target, type):
             cls = target
-            perform: Perform = lambda args, job: cls().perform(args, job)  # noqa: E731
+            perform: Perform = _class_perform(cls)
             defaults = {
                 f.name: getattr(cls, f.name)
                 for f in dataclasses.fields(WorkerSpec)

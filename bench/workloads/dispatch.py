@@ -38,7 +38,7 @@ def dispatch(ctx: Context) -> Measurement:
         if ready[0] != "ready":
             raise RuntimeError(f"the executor did not load {APP}: {ready!r}")
         for _ in range(50):  # warm up both sides
-            executor.dispatch(claimed)
+            executor.dispatch([claimed])
             executor.conn.recv()
         pid = executor.pid
         assert pid is not None
@@ -48,7 +48,7 @@ def dispatch(ctx: Context) -> Measurement:
         trips: list[float] = []
         for _ in range(rounds):
             started = time.perf_counter()
-            executor.dispatch(claimed)
+            executor.dispatch([claimed])
             executor.conn.recv()
             trips.append((time.perf_counter() - started) * 1e6)
         usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -62,6 +62,11 @@ POOL_FIELDS = {
     "`SCHEDULE`",
     "prefetch": "jobs claimed ahead of free executors while jobs are fast (None: automatic, "
     "0: off)",
+    "process_executors": "process executors for sync jobs (None: the sum of the queues' "
+    "concurrency)",
+    "async_executors": "async executors for `async def` jobs (None: one when the app has an "
+    "async worker, else none)",
+    "async_slots": "how many jobs each async executor runs at once",
 }
 
 #: ``PoolConfig`` field -> the ``kickside worker`` option (or environment variable) that sets it.

@@ -65,6 +65,8 @@ class WorkerInfo:
     timeout: timedelta
     backoff: Backoff
     slot_backoff: Backoff | None
+    #: An ``async def`` worker: its jobs run on async executors only.
+    is_async: bool = False
 
     def backoff_for(self, is_slot: bool) -> Backoff:
         """The retry policy for a slot or a one-shot job of this worker."""
@@ -74,5 +76,6 @@ class WorkerInfo:
 def worker_infos(registry: WorkerRegistry) -> dict[str, WorkerInfo]:
     """The timeout and retry policy of every registered worker."""
     return {
-        spec.name: WorkerInfo(spec.timeout, spec.backoff, spec.slot_backoff) for spec in registry
+        spec.name: WorkerInfo(spec.timeout, spec.backoff, spec.slot_backoff, spec.is_async)
+        for spec in registry
     }

@@ -169,6 +169,14 @@ class PoolConfig:
     #: the executors get through during one database turn, from 2 to 12 per executor; 0: claim
     #: only for free executors.
     prefetch: int | None = None
+    #: How many process executors run sync jobs. None: the sum of the queues' concurrency.
+    process_executors: int | None = None
+    #: How many async executors run ``async def`` jobs, each an event loop with up to
+    #: ``async_slots`` jobs at once. None: one when the app has an async worker (a thread pool
+    #: knows from its registry; a process pool starts it when its first executor reports one),
+    #: else none.
+    async_executors: int | None = None
+    async_slots: int = 100
 
     def __post_init__(self) -> None:
         validate_queues(self.queues)
@@ -183,10 +191,29 @@ class PoolConfig:
             raise InvalidArgumentError("a thread pool needs a registry or app")
         if self.prefetch is not None and self.prefetch < 0:
             raise InvalidArgumentError("prefetch must be 0 or more")
+        self._check_executors()
         if self.prune_after < timedelta(0):
             raise InvalidArgumentError(f"prune_after must not be negative, got {self.prune_after}")
         self._check_leases()
         self._check_schedule()
+
+    def _check_executors(self) -> None:
+        if self.process_executors is not None and not 0 <= self.process_executors <= 1000:
+            raise InvalidArgumentError(
+                f"process_executors must be from 0 to 1000, got {self.process_executors}"
+            )
+        if self.async_executors is not None and not 0 <= self.async_executors <= 100:
+            raise InvalidArgumentError(
+                f"async_executors must be from 0 to 100, got {self.async_executors}"
+            )
+        if not 1 <= self.async_slots <= 10_000:
+            raise InvalidArgumentError(
+                f"async_slots must be from 1 to 10000, got {self.async_slots}"
+            )
+        if self.process_executors == 0 and self.async_executors == 0:
+            raise InvalidArgumentError(
+                "a pool needs an executor: process_executors and async_executors are both 0"
+            )
 
     def _check_leases(self) -> None:
         _check_lease(self.lease, "lease")
@@ -210,4 +237,7 @@ class PoolConfig:
 
     @property
     def executors(self) -> int:
+        """How many process executors the pool runs (see :attr:`process_executors`)."""
+        if self.process_executors is not None:
+            return self.process_executors
         return sum(self.queues.values())

@@ -4,6 +4,13 @@ It starts claimed jobs on executors, takes their messages (ready, results, load 
 and stops what must not go on: executions past their deadline, executions whose lease is
 lost, executors that died. It replaces executors for a new code generation in place, each
 once it has finished the job it started under the old code.
+
+Process executors run one sync job each; async executors (``PoolConfig.async_executors``) run
+up to ``async_slots`` ``async def`` jobs each. Each free slot counts as an idle place for the
+producer, and a job goes only to an executor of its worker's kind (:meth:`take_slot`). At its
+deadline a process executor's job is stopped by killing the process; an async job's task is
+cancelled, and the executor killed only if its loop does not come back within
+:data:`CANCEL_GRACE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -25,27 +32,35 @@ from kickside_engine.execution import max_execution, timeout_result
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob
 from kickside_engine.runtime.app import WorkerInfo, code_version, load_registry
+from kickside_engine.runtime.async_executor import AsyncProcessExecutor, AsyncThreadExecutor
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import (
     EXIT_MAIN_NOT_GUARDED,
     Executor,
     ProcessExecutor,
+    RunningJob,
     ThreadExecutor,
     main_not_guarded,
     receive,
 )
 from kickside_engine.runtime.job_log import log_start, log_stop, starts_logged
+from kickside_engine.runtime.placement import Placement
 from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS
 from kickside_engine.runtime.supervision import LeaseKeeper
 from kickside_engine.store.claims import restamp_run
 from kickside_engine.store.database import Database
 from kickside_engine.store.settle import Settlement
 from kickside_engine.wire import decode_result
+from kickside_engine.workers import WorkerRegistry
 
 log = logging.getLogger("kickside.pool")
 
+#: How long an async executor has to bring back a task it was told to cancel before it is
+#: killed (its loop is blocked, or the job ignores cancellation).
+CANCEL_GRACE_SECONDS = 5.0
 
-class ExecutorSet:
+
+class ExecutorSet(Placement):
     """The pool's executors and the jobs running on them.
 
     The pool owns it and hands it to the producer, which asks which executors are idle and
@@ -53,7 +68,8 @@ class ExecutorSet:
     calls the producer. What it learns for others it keeps or reports: outcomes wait in
     :attr:`pending` for the producer's next turn, ``on_free`` is called when an executor may
     take a job (one became ready or finished one), and ``on_failed`` when executors cannot load
-    the app (the pool then stops).
+    the app (the pool then stops). What the others ask (free places, which executor takes
+    which job, the claim's workers) is answered by :class:`Placement`.
     """
 
     def __init__(
@@ -68,6 +84,7 @@ class ExecutorSet:
         on_free: Callable[[], None],
         on_failed: Callable[[KicksideError], None],
     ) -> None:
+        super().__init__()
         self.db = db
         self.config = config
         #: The selector the loop waits on: each executor's pipe is registered with it (data:
@@ -78,7 +95,6 @@ class ExecutorSet:
         self.stopping = stopping
         self.on_free = on_free
         self.on_failed = on_failed
-        self.executors: list[Executor] = []
         #: The code generation new executors load; :meth:`upgrade` starts the next one.
         self.generation = 0
         #: The code version the pool runs: a thread pool's new executors load it; a process
@@ -101,16 +117,36 @@ class ExecutorSet:
 
     # -- membership -------------------------------------------------------------------------
 
-    def spawn(self) -> Executor:
+    def start(self) -> None:
+        """Start the pool's executors: the process executors, then the async ones (see
+        ``PoolConfig.async_executors``)."""
+        for _ in range(self.config.executors):
+            self.spawn()
+        count = self.config.async_executors
+        if count is None and self.config.mode == "thread":
+            count = 1 if any(spec.is_async for spec in self._registry()) else 0
+        if count is None and self.config.executors == 0:
+            count = 1  # a process pool with no process executor learns its workers from it
+        for _ in range(count or 0):
+            self.spawn(is_async=True)
+
+    def _registry(self) -> WorkerRegistry:
+        return self.config.registry or load_registry(self.config.app or "")
+
+    def spawn(self, *, is_async: bool = False) -> Executor:
         """Start an executor of the current generation (a process, or a thread)."""
+        slots = self.config.async_slots
+        ex: Executor
         if self.config.mode == "process":
             assert self.config.app is not None
-            ex: Executor = ProcessExecutor(self.config.app, self.generation)
+            if is_async:
+                ex = AsyncProcessExecutor(self.config.app, self.generation, slots)
+            else:
+                ex = ProcessExecutor(self.config.app, self.generation)
+        elif is_async:
+            ex = AsyncThreadExecutor(self._registry(), self.version, self.generation, slots)
         else:
-            registry = self.config.registry
-            if registry is None:
-                registry = load_registry(self.config.app or "")
-            ex = ThreadExecutor(registry, self.version, self.generation)
+            ex = ThreadExecutor(self._registry(), self.version, self.generation)
         self.executors.append(ex)
         self.selector.register(ex.conn.fileno(), selectors.EVENT_READ, ex)
         return ex
@@ -131,7 +167,7 @@ class ExecutorSet:
         """Retire ``ex`` and, unless the pool is stopping, spawn one in its place."""
         self.retire(ex, kill=kill)
         if not self.stopping.is_set():
-            self.spawn()
+            self.spawn(is_async=ex.is_async)
 
     def upgrade(self, waiting: Iterable[ClaimedJob]) -> None:
         """Start the next code generation: idle executors are replaced now, busy ones once
@@ -142,66 +178,25 @@ class ExecutorSet:
         self.restamp_on_start(c.lease_token for c in waiting)
         log.info("upgrading executors in place", extra={"generation": self.generation})
         for ex in list(self.executors):
-            if ex.running is None:
+            if not ex.jobs:
                 self.retire(ex)
-                self.spawn()
+                self.spawn(is_async=ex.is_async)
             else:
-                ex.retiring = True  # finishes its job under the code it started with
+                ex.retiring = True  # finishes its jobs under the code they started with
+                if ex.is_async:
+                    # Its tasks may run long: the new code takes new jobs meanwhile.
+                    self.spawn(is_async=True)
 
     def retire_all(self) -> None:
         """At the end of a run: stop every executor, killing those still running a job."""
         for ex in list(self.executors):
-            self.retire(ex, kill=ex.running is not None)
+            self.retire(ex, kill=bool(ex.jobs))
 
     def kill_running(self) -> None:
-        """Kill every executor that runs a job (its job is left to the Lifeline)."""
+        """Kill every executor that runs a job (its jobs are left to the Lifeline)."""
         for ex in list(self.executors):
-            if ex.running is not None:
+            if ex.jobs:
                 self.retire(ex, kill=True)
-
-    # -- what the others ask ----------------------------------------------------------------
-
-    def idle(self) -> list[Executor]:
-        """The executors that may take a job now."""
-        return [ex for ex in self.executors if ex.idle]
-
-    def busy(self) -> int:
-        """How many executors run a job."""
-        return sum(1 for ex in self.executors if ex.running is not None)
-
-    def any_idle(self) -> bool:
-        """Whether some executor may take a job now."""
-        return any(ex.idle for ex in self.executors)
-
-    def any_ready(self) -> bool:
-        """Whether some executor has loaded the app."""
-        return any(ex.ready for ex in self.executors)
-
-    def any_current(self) -> bool:
-        """Whether some executor has loaded the app and is not retiring."""
-        return any(ex.ready and not ex.retiring for ex in self.executors)
-
-    def deadlines(self) -> list[float]:
-        """The monotonic deadlines of the running executions."""
-        return [ex.deadline for ex in self.executors if ex.deadline is not None]
-
-    def held_leases(self) -> list[uuid.UUID]:
-        """The lease tokens of the running jobs."""
-        return [ex.running.lease_token for ex in self.executors if ex.running is not None]
-
-    def claim_version(self, idle: list[Executor]) -> str | None:
-        """The code version claimed jobs will run under: the newest generation's."""
-        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
-        return max(ready, key=lambda ex: ex.generation).version if ready else None
-
-    def claim_workers(self, idle: list[Executor]) -> list[str]:
-        """The workers of the code claimed jobs will run under (the newest generation's); none
-        before an executor has loaded it."""
-        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
-        if not ready:
-            return []
-        newest = max(ex.generation for ex in ready)
-        return sorted({w for ex in ready if ex.generation == newest for w in ex.infos})
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -214,15 +209,18 @@ class ExecutorSet:
         buffer, for the wait the start line reports)."""
         mono = time.monotonic()
         log_starts = starts_logged()
+        batches: dict[Executor, list[ClaimedJob]] = {}
         for ex, claimed in assigned:
-            ex.started_monotonic = mono
-            ex.deadline = mono + self._max_execution(ex, claimed).total_seconds()
+            deadline = mono + self._max_execution(ex, claimed).total_seconds()
+            ex.jobs[claimed.lease_token.int] = RunningJob(claimed, mono, deadline)
             if claimed.lease_token in self.restamp:
                 self.restamp.discard(claimed.lease_token)
                 restamp_run(self.db, claimed.lease_token, ex.version)
             if log_starts:
                 log_start(claimed, now)
-            ex.dispatch(claimed)
+            batches.setdefault(ex, []).append(claimed)
+        for ex, jobs in batches.items():
+            ex.dispatch(jobs)  # an async executor takes its jobs in one message
 
     def receive(self, ex: Executor) -> None:
         """Take the next message from ``ex``, whose pipe is readable."""
@@ -236,10 +234,14 @@ class ExecutorSet:
             ex.version, ex.infos = message[1], message[2]
             if self.config.mode == "process":
                 self.version = ex.version or self.version
+            self._learn_workers(ex)
             self.on_free()
         elif kind == "result":
-            if ex.running is not None and message[1] == ex.running.lease_token.int:
-                self._finish(ex, decode_result(message[2]))
+            self._finish(ex, message[1], decode_result(message[2]))
+        elif kind == "results":
+            for token, result in message[1]:
+                if ex in self.executors:  # a result may have retired it (upgrade)
+                    self._finish(ex, token, decode_result(result))
         elif kind == "failed":
             log.error("executor could not load the app: %s", message[1])
             error = ConfigurationError(
@@ -248,27 +250,46 @@ class ExecutorSet:
             self.retire(ex, kill=True)
             self.on_failed(error)
 
-    def _finish(self, ex: Executor, result: ExecutionResult) -> None:
-        """Take ``result`` of the job on ``ex``: its outcome waits in :attr:`pending`."""
-        claimed = ex.running
-        if claimed is None:
+    def _learn_workers(self, ex: Executor) -> None:
+        """Note ``ex``'s async workers; start an async executor for them if the pool has none
+        and the config leaves it to the app (``async_executors=None``)."""
+        found = {w for w, info in ex.infos.items() if getattr(info, "is_async", False)}
+        self.async_workers |= found
+        if (
+            found
+            and self.config.async_executors is None
+            and not self.stopping.is_set()
+            and not any(other.is_async for other in self.executors)
+        ):
+            self.spawn(is_async=True)
+
+    def _finish(self, ex: Executor, token: int, result: ExecutionResult) -> None:
+        """Take ``result`` of the job of lease ``token`` on ``ex``: its outcome waits in
+        :attr:`pending` (a timed-out job's as a timeout; a lost job's not at all)."""
+        job = ex.jobs.pop(token, None)
+        if job is None:
             return
-        info = self._info(ex, claimed.job.worker)
-        backoff = info.backoff_for(claimed.job.is_slot) if info is not None else DEFAULT_BACKOFF
-        self.pending.append(settlement_for(claimed, result, backoff=backoff))
-        ex.running = None
-        ex.deadline = None
-        self.running_by_queue[claimed.job.queue] -= 1
-        self.leases.forget(claimed.lease_token)
-        self.stats[result.kind.value] += 1
-        self.recent_ms += (result.duration_ms - self.recent_ms) * 0.1
+        if not job.lost:
+            claimed = job.claimed
+            if job.timed_out:
+                result = timeout_result(self._max_execution(ex, claimed), job.started_monotonic)
+            info = self._info(ex, claimed.job.worker)
+            backoff = info.backoff_for(claimed.job.is_slot) if info else DEFAULT_BACKOFF
+            self.pending.append(settlement_for(claimed, result, backoff=backoff))
+            self.running_by_queue[claimed.job.queue] -= 1
+            self.leases.forget(claimed.lease_token)
+            self.stats[result.kind.value] += 1
+            self.recent_ms += (result.duration_ms - self.recent_ms) * 0.1
+            log_stop(claimed, result)
         self.on_free()
-        log_stop(claimed, result)
-        if ex.retiring:
-            self.replace(ex, kill=False)
+        if ex.retiring and not ex.jobs and ex in self.executors:
+            if ex.is_async:
+                self.retire(ex)  # replaced when it began retiring
+            else:
+                self.replace(ex, kill=False)
 
     def _executor_died(self, ex: Executor) -> None:
-        """``ex`` is gone: its job (if any) crashed; another executor takes its place.
+        """``ex`` is gone: its jobs crashed; another executor takes its place.
 
         An executor that ended before it was ready because the main module started a pool
         again (no ``__main__`` guard) would do so again: the pool stops with that error.
@@ -279,29 +300,51 @@ class ExecutorSet:
             self.retire(ex, kill=True)
             self.on_failed(error)
             return
-        claimed = ex.running
-        if claimed is not None:
-            started = ex.started_monotonic
-            self._finish(
-                ex,
-                ExecutionResult(
-                    ResultKind.CRASH,
-                    utcnow(),
-                    int((time.monotonic() - started) * 1000),
-                    error="crash: the executor process running this attempt died "
-                    f"(exit code {getattr(getattr(ex, 'process', None), 'exitcode', None)})",
-                ),
-            )
-        self.replace(ex, kill=True)
+        code = getattr(getattr(ex, "process", None), "exitcode", None)
+        kind = "async executor" if ex.is_async else "executor"
+        self._fail_all(
+            ex, f"crash: the {kind} process running this attempt died (exit code {code})"
+        )
+
+    def _fail_all(self, ex: Executor, error: str) -> None:
+        """Kill ``ex`` and record its jobs: a timed-out one as a timeout, the others with
+        ``error``; another executor takes its place."""
+        self.retire(ex, kill=True)
+        now = time.monotonic()
+        for token, job in list(ex.jobs.items()):
+            ms = int((now - job.started_monotonic) * 1000)
+            self._finish(ex, token, ExecutionResult(ResultKind.CRASH, utcnow(), ms, error=error))
+        if not self.stopping.is_set() and not (ex.retiring and ex.is_async):
+            self.spawn(is_async=ex.is_async)
 
     def check_deadlines(self, now_mono: float) -> None:
-        """Time out the executions past their deadline; their executors are replaced."""
+        """Time out the executions past their deadline: a process executor is killed and
+        replaced; an async executor is told to cancel the task, and killed and replaced when
+        its loop does not bring the task back within :data:`CANCEL_GRACE_SECONDS`."""
         for ex in list(self.executors):
-            if ex.running is not None and ex.deadline is not None and now_mono >= ex.deadline:
-                claimed = ex.running
-                limit = self._max_execution(ex, claimed)
-                self._finish(ex, timeout_result(limit, ex.started_monotonic))
-                self.replace(ex, kill=True)
+            for token, job in list(ex.jobs.items()):
+                if job.cancel_by is not None:
+                    if now_mono >= job.cancel_by:
+                        log.error(
+                            "an async executor did not stop a cancelled job in time; killing it",
+                            extra={"job_id": str(job.claimed.job.id), "executor": ex.id},
+                        )
+                        self._fail_all(
+                            ex,
+                            "crash: the async executor running this attempt was killed: its "
+                            f"event loop did not stop a cancelled job within "
+                            f"{CANCEL_GRACE_SECONDS:g}s (a job blocking the loop?)",
+                        )
+                        break
+                elif now_mono >= job.deadline:
+                    if ex.is_async:
+                        job.timed_out = True
+                        job.cancel_by = now_mono + CANCEL_GRACE_SECONDS
+                        ex.cancel(token)
+                    else:
+                        job.timed_out = True  # recorded as a timeout by _fail_all
+                        self._fail_all(ex, "timeout")
+                        break
 
     def _info(self, ex: Executor, worker: str) -> WorkerInfo | None:
         info = ex.infos.get(worker)
@@ -322,17 +365,29 @@ class ExecutorSet:
         for ex in list(self.executors):
             while self._lost_job_waiting(ex, lost):
                 self.receive(ex)
-            if ex in self.executors and ex.running is not None and ex.running.lease_token in lost:
-                claimed = ex.running
+            if ex not in self.executors:
+                continue
+            for token, job in list(ex.jobs.items()):
+                claimed = job.claimed
+                if job.lost or claimed.lease_token not in lost:
+                    continue
                 log.warning("lease lost, stopping execution", extra={"job_id": str(claimed.job.id)})
                 self.running_by_queue[claimed.job.queue] -= 1
                 self.leases.forget(claimed.lease_token)
-                ex.running = None
-                self.replace(ex, kill=True)
+                if ex.is_async:
+                    # Waited for (its slot stays taken) but never recorded.
+                    job.lost = True
+                    job.cancel_by = time.monotonic() + CANCEL_GRACE_SECONDS
+                    ex.cancel(token)
+                else:
+                    del ex.jobs[token]
+                    self.replace(ex, kill=True)
 
     def _lost_job_waiting(self, ex: Executor, lost: set[uuid.UUID]) -> bool:
         """Whether ``ex`` runs a job of ``lost`` and a message from it waits unread."""
-        if ex not in self.executors or ex.running is None or ex.running.lease_token not in lost:
+        if ex not in self.executors or not any(
+            not job.lost and job.claimed.lease_token in lost for job in ex.jobs.values()
+        ):
             return False
         try:
             return ex.conn.poll(0)

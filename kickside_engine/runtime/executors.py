@@ -7,6 +7,11 @@ The supervisor talks to an executor over a duplex pipe:
   ``("result", lease_token.int, encode_result(ExecutionResult))`` per job;
 - supervisor → executor: ``("run", encode_claimed(ClaimedJob))`` and ``("stop",)``.
 
+An async executor (:mod:`kickside_engine.runtime.async_executor`) runs many jobs at once and
+speaks the same protocol in batches: ``("runs", [encoded claimed jobs])`` and
+``("cancel", lease_token.int)`` in, ``("results", [(lease_token.int, encoded result), ...])``
+out.
+
 Jobs and results travel as tuples of plain values (:mod:`kickside_engine.wire`): pickling them
 as objects cost the supervisor about 65 µs per job. Messages go through :func:`send` and
 :func:`receive`, the C pickler straight onto the pipe: ``Connection.send`` builds a
@@ -29,6 +34,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -153,6 +160,14 @@ def process_main(conn: Connection, app: str, supervisor_pid: int) -> None:
 
     ``supervisor_pid``: the PID of the supervisor that started it, which it must not outlive.
     """
+    registry = prepare_process(conn, app, supervisor_pid)
+    if registry is not None:
+        _serve(conn, registry, code_version(app))
+
+
+def prepare_process(conn: Connection, app: str, supervisor_pid: int) -> WorkerRegistry | None:
+    """Set up an executor process and load the app's workers (None: it did not load, and the
+    supervisor was told why)."""
     _die_with_parent(supervisor_pid)
     # The supervisor handles signals; a Ctrl-C in the terminal must not kill running jobs.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -160,12 +175,11 @@ def process_main(conn: Connection, app: str, supervisor_pid: int) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _yield_on_wakeup()
     try:
-        registry = load_registry(app)
+        return load_registry(app)
     except BaseException as exc:  # SystemExit too: an app that exits on import is not loaded
         with contextlib.suppress(Exception):
             send(conn, ("failed", _load_failure(exc)))
-        return
-    _serve(conn, registry, code_version(app))
+        return None
 
 
 def _load_failure(exc: BaseException) -> str:
@@ -177,18 +191,39 @@ def _load_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
-class Executor:
-    """One executor as the supervisor sees it."""
+@dataclass(slots=True)
+class RunningJob:
+    """A job on an executor, as the supervisor tracks it."""
 
-    def __init__(self, generation: int) -> None:
+    claimed: ClaimedJob
+    started_monotonic: float
+    #: When its max execution is reached (monotonic).
+    deadline: float
+    #: Set once the supervisor asked an async executor to cancel it: if the task has not come
+    #: back by then, the executor's loop is stuck and the executor is killed.
+    cancel_by: float | None = None
+    #: Cancelled at its deadline: whatever comes back, the attempt is recorded as a timeout.
+    timed_out: bool = False
+    #: Its lease is gone: it is no longer counted or recorded, only waited for.
+    lost: bool = False
+
+
+class Executor:
+    """One executor as the supervisor sees it: a process executor runs one job at a time
+    (``slots`` 1), an async executor up to ``slots`` at once."""
+
+    #: Whether it runs ``async def`` jobs on an event loop.
+    is_async = False
+
+    def __init__(self, generation: int, slots: int = 1) -> None:
         self.id = uuid.uuid4().hex[:8]
         self.generation = generation
+        self.slots = slots
         self.conn: Connection
         self.version: str | None = None
         self.infos: dict[str, Any] = {}
-        self.running: ClaimedJob | None = None
-        self.deadline: float | None = None
-        self.started_monotonic: float = 0.0
+        #: The jobs it runs, by lease token (as an int, the form results carry).
+        self.jobs: dict[int, RunningJob] = {}
         self.retiring = False
 
     @property
@@ -196,12 +231,25 @@ class Executor:
         return self.version is not None
 
     @property
-    def idle(self) -> bool:
-        return self.ready and self.running is None and not self.retiring
+    def free_slots(self) -> int:
+        """How many more jobs it may take now."""
+        if not self.ready or self.retiring:
+            return 0
+        return max(0, self.slots - len(self.jobs))
 
-    def dispatch(self, claimed: ClaimedJob) -> None:
-        self.running = claimed
-        send(self.conn, ("run", encode_claimed(claimed)))
+    @property
+    def idle(self) -> bool:
+        return self.free_slots > 0
+
+    def dispatch(self, jobs: list[ClaimedJob]) -> None:
+        """Send it ``jobs`` to start (one, on a process executor)."""
+        for claimed in jobs:
+            send(self.conn, ("run", encode_claimed(claimed)))
+
+    def cancel(self, token: int) -> None:
+        """Ask it to cancel the job of lease ``token`` (async executors only)."""
+        with contextlib.suppress(OSError, ValueError):
+            send(self.conn, ("cancel", token))
 
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -228,11 +276,14 @@ class ProcessExecutor(Executor):
 
     def __init__(self, app: str, generation: int) -> None:
         super().__init__(generation)
+        self._start(process_main, app)
+
+    def _start(self, target: Callable[..., None], app: str, *extra: Any) -> None:
         parent, child = self._context.Pipe(duplex=True)
         self.conn = parent
         self.process = self._context.Process(
-            target=process_main,
-            args=(child, app, os.getpid()),
+            target=target,
+            args=(child, app, os.getpid(), *extra),
             name=f"{EXECUTOR_NAME_PREFIX}{self.id}",
             daemon=True,
         )
@@ -269,8 +320,10 @@ class ProcessExecutor(Executor):
 class ThreadExecutor(Executor):
     """An in-process executor: a thread with the registry handed to it."""
 
-    def __init__(self, registry: WorkerRegistry, version: str, generation: int) -> None:
-        super().__init__(generation)
+    def __init__(
+        self, registry: WorkerRegistry, version: str, generation: int, slots: int = 1
+    ) -> None:
+        super().__init__(generation, slots)
         parent, child = multiprocessing.Pipe(duplex=True)
         self.conn = parent
         self._child = child
@@ -282,13 +335,15 @@ class ThreadExecutor(Executor):
         )
         self.thread.start()
 
-    @staticmethod
-    def _run(conn: Connection, registry: WorkerRegistry, version: str) -> None:
+    def _run(self, conn: Connection, registry: WorkerRegistry, version: str) -> None:
         try:
-            _serve(conn, registry, version)
+            self._serve(conn, registry, version)
         finally:
             with contextlib.suppress(OSError):
                 conn.close()
+
+    def _serve(self, conn: Connection, registry: WorkerRegistry, version: str) -> None:
+        _serve(conn, registry, version)
 
     @property
     def pid(self) -> int | None:

@@ -296,8 +296,7 @@ class WorkerPool:
         subscription: Subscription | None = None
         plugins = PluginThread(self.db, self.config) if self.config.run_plugins else None
         try:
-            for _ in range(self.config.executors):
-                self.executor_set.spawn()
+            self.executor_set.start()
             if self.db.is_postgresql:
                 subscription = listen(self.db, self.wakeups.on_payload)
             if plugins:

@@ -100,8 +100,9 @@ class Producer:
     def urgent(self) -> bool:
         """Whether there is something to do for an idle executor now: a claim to start, or a
         prefetched job that may start."""
-        return (self.claim_wanted and self._turn is None) or self.buffer.dispatchable(
-            self.executors.running_by_queue, self.config.queues
+        return (self.claim_wanted and self._turn is None) or (
+            self.buffer.dispatchable(self.executors.running_by_queue, self.config.queues)
+            and self.executors.any_place_for(self.buffer)
         )
 
     def set_paused(self, paused: set[str]) -> None:
@@ -245,8 +246,11 @@ class Producer:
         running = self.executors.running_by_queue
         for job in batch:
             self.leases.track(job.lease_token, since, self.config.lease_for(queue))
+            ex = None
             if idle and running[queue] < self.config.queues[queue]:
-                assigned.append((idle.pop(0), job))
+                ex = self.executors.take_slot(idle, job)
+            if ex is not None:
+                assigned.append((ex, job))
                 running[queue] += 1
             else:
                 self.buffer.add(job)
@@ -260,8 +264,11 @@ class Producer:
                 break
             queue = claimed.job.queue
             if running[queue] < self.config.queues[queue]:
+                ex = self.executors.take_slot(idle, claimed)
+                if ex is None:
+                    continue  # no free place of its kind: it waits, later jobs may go
                 self.buffer.remove(claimed)
                 running[queue] += 1
                 self.stats["prefetched"] += 1
-                assigned.append((idle.pop(0), claimed))
+                assigned.append((ex, claimed))
         return assigned

@@ -20,6 +20,7 @@ SCRIPTS = [
     "workers/typed_args.py",
     "workers/transactions.py",
     "workers/timeouts.py",
+    "workers/async_workers.py",
     "slots/mailboxes.py",
     "capacity/exports.py",
     "cron/run_cron.py",
@@ -29,6 +30,7 @@ SCRIPTS = [
 #: Example files that scripts import, that another test runs, or that are not Python.
 ELSEWHERE = {
     "workers/slow_tasks.py": "imported by workers/timeouts.py",
+    "workers/io_tasks.py": "imported by workers/async_workers.py",
     "cron/scheduled.py": "imported by cron/run_cron.py",
     "pool/app_jobs.py": "imported by pool/embedded.py",
     "testing/signup.py": "imported by testing/test_signup.py",

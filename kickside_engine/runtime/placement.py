@@ -1,0 +1,107 @@
+"""Where jobs go: the executors' free places, and which executor may take which job.
+
+The executor set's answers to the producer and the pool: idle places (an executor once per
+free slot), the place of a job's kind (an ``async def`` worker's jobs go to async executors
+only, a sync worker's to process or thread executors), the code version and workers a claim
+is for, and the running jobs' deadlines and leases.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from kickside_engine.models import ClaimedJob
+from kickside_engine.runtime.executors import Executor
+
+
+class Placement:
+    """The read side of :class:`~kickside_engine.runtime.executor_set.ExecutorSet`."""
+
+    def __init__(self) -> None:
+        self.executors: list[Executor] = []
+        #: The ``async def`` workers, as the executors reported them.
+        self.async_workers: set[str] = set()
+
+    def idle(self) -> list[Executor]:
+        """The places for a job now: each executor once per free slot."""
+        return [ex for ex in self.executors for _ in range(ex.free_slots)]
+
+    def take_slot(self, idle: list[Executor], claimed: ClaimedJob) -> Executor | None:
+        """Take from ``idle`` the first place of the kind ``claimed``'s worker runs on (any,
+        for a worker no executor knows: it reports the job back as unknown)."""
+        wanted = self._kind(claimed.job.worker)
+        for i, ex in enumerate(idle):
+            if wanted is None or ex.is_async == wanted:
+                return idle.pop(i)
+        return None
+
+    def any_place_for(self, jobs: Iterable[ClaimedJob]) -> bool:
+        """Whether one of ``jobs`` has an idle executor of its kind now."""
+        kinds = {ex.is_async for ex in self.executors if ex.idle}
+        if len(kinds) != 1:
+            return bool(kinds)  # both kinds free, or none
+        return any(self._kind(c.job.worker) in (None, *kinds) for c in jobs)
+
+    def _kind(self, worker: str) -> bool | None:
+        """Whether ``worker`` runs on async executors (None: no executor knows it)."""
+        if worker in self.async_workers:
+            return True
+        return False if any(worker in ex.infos for ex in self.executors) else None
+
+    def busy(self) -> int:
+        """How many executors run a job."""
+        return sum(1 for ex in self.executors if ex.jobs)
+
+    def any_idle(self) -> bool:
+        """Whether some executor may take a job now."""
+        return any(ex.idle for ex in self.executors)
+
+    def any_ready(self) -> bool:
+        """Whether some executor has loaded the app."""
+        return any(ex.ready for ex in self.executors)
+
+    def any_current(self) -> bool:
+        """Whether some executor has loaded the app and is not retiring."""
+        return any(ex.ready and not ex.retiring for ex in self.executors)
+
+    def deadlines(self) -> list[float]:
+        """The monotonic deadlines of the running executions (and of the cancels sent)."""
+        return [
+            job.deadline if job.cancel_by is None else job.cancel_by
+            for ex in self.executors
+            for job in ex.jobs.values()
+        ]
+
+    def held_leases(self) -> list[uuid.UUID]:
+        """The lease tokens of the running jobs."""
+        return [
+            job.claimed.lease_token
+            for ex in self.executors
+            for job in ex.jobs.values()
+            if not job.lost
+        ]
+
+    def claim_version(self, idle: list[Executor]) -> str | None:
+        """The code version claimed jobs will run under: the newest generation's."""
+        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
+        return max(ready, key=lambda ex: ex.generation).version if ready else None
+
+    def claim_workers(self, idle: list[Executor]) -> list[str]:
+        """The workers of the code claimed jobs will run under (the newest generation's); none
+        before an executor has loaded it."""
+        ready = [ex for ex in self.executors if ex.ready and not ex.retiring] or idle
+        if not ready:
+            return []
+        newest = max(ex.generation for ex in ready)
+        # Only workers an executor of theirs can run: with places free, of the free kinds.
+        kinds = {ex.is_async for ex in (idle or ready)}
+        return sorted(
+            {
+                w
+                for ex in ready
+                if ex.generation == newest
+                for w in ex.infos
+                if (w in self.async_workers) in kinds
+            }
+        )
