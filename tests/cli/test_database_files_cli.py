@@ -24,9 +24,10 @@ from ..support.processes import ROOT
 runner = CliRunner()
 #: Ids for the commands' arguments: none of them gets as far as looking them up.
 IDS = Seeded(*(uuid.uuid4() for _ in range(8)))
-#: Every command but the two that may create the file (the demo is slow: its own test).
+#: Every command that opens the database, but the two that may create the file (the demo is
+#: slow: its own test). ``config`` never opens it: its own test below.
 COMMANDS = {
-    **{name: make(IDS) for name, make in READS.items()},
+    **{name: make(IDS) for name, make in READS.items() if name != "config"},
     **{name: action.argv(IDS) for name, action in ACTIONS.items()},
     **{name: argv for name, argv in OTHER_WRITERS.items() if name not in ("migrate", "demo")},
 }
@@ -51,6 +52,14 @@ def test_a_command_on_a_missing_file_says_so_and_creates_nothing(name: str, tmp_
     line = one_error_line(result)
     assert "does not exist" in line and str(path) in line, line
     assert not (tmp_path / "typo").exists(), f"{name} created the folder"
+
+
+def test_config_shows_a_missing_file_without_opening_or_creating_it(tmp_path: Path) -> None:
+    path = tmp_path / "typo" / "x.sqlite3"
+    result = kickside(f"sqlite:///{path}", "config", "--json")
+    assert result.exit_code == 0, result.output
+    assert str(path) in result.stdout
+    assert not (tmp_path / "typo").exists()
 
 
 def test_the_dashboard_on_a_missing_file_says_so_and_creates_nothing(tmp_path: Path) -> None:
