@@ -119,6 +119,19 @@ def _nonnegative(delay: timedelta) -> timedelta:
     return delay if delay > timedelta(0) else timedelta(0)
 
 
+def _ready(
+    registry: WorkerRegistry, claimed: ClaimedJob
+) -> tuple[WorkerSpec, Any] | ExecutionResult:
+    """The worker and decoded args, or the result of an attempt that cannot run: an unknown
+    worker (handed back) or args that do not decode (discarded)."""
+    spec, args, problem = resolve(registry, claimed.job)
+    if spec is None:
+        return ExecutionResult(ResultKind.UNKNOWN_WORKER, utcnow(), 0, error=problem)
+    if problem is not None:
+        return ExecutionResult(ResultKind.DISCARD, utcnow(), 0, error=problem)
+    return spec, args
+
+
 def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
     """Run the claimed job's worker in this thread and return what happened.
 
@@ -129,11 +142,10 @@ def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
     if spec is not None and spec.is_async:
         return asyncio.run(execute_async(registry, claimed))
     started = time.monotonic()
-    spec, args, problem = resolve(registry, claimed.job)
-    if spec is None:
-        return ExecutionResult(ResultKind.UNKNOWN_WORKER, utcnow(), 0, error=problem)
-    if problem is not None:
-        return ExecutionResult(ResultKind.DISCARD, utcnow(), 0, error=problem)
+    ready = _ready(registry, claimed)
+    if isinstance(ready, ExecutionResult):
+        return ready
+    spec, args = ready
     try:
         value = spec.perform(args, claimed.job)
     except Exception as exc:
@@ -149,11 +161,10 @@ async def execute_async(registry: WorkerRegistry, claimed: ClaimedJob) -> Execut
     then propagates (the caller says why it cancelled).
     """
     started = time.monotonic()
-    spec, args, problem = resolve(registry, claimed.job)
-    if spec is None:
-        return ExecutionResult(ResultKind.UNKNOWN_WORKER, utcnow(), 0, error=problem)
-    if problem is not None:
-        return ExecutionResult(ResultKind.DISCARD, utcnow(), 0, error=problem)
+    ready = _ready(registry, claimed)
+    if isinstance(ready, ExecutionResult):
+        return ready
+    spec, args = ready
     try:
         value = spec.perform(args, claimed.job)
         if inspect.isawaitable(value):
