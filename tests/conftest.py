@@ -90,6 +90,15 @@ def _drop_schema(schema: str) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables render at their natural width unless a test sets ``COLUMNS`` itself: the
+    variable inherited from wherever the suite runs (a terminal, an xdist worker) must not
+    decide what a test sees."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _kickside_logger_put_back() -> Iterator[None]:
     """Put the ``kickside`` logger back after each test: a command run in-process (the CLI's
     ``worker``) configures it for a terminal, which would hide records from later tests'

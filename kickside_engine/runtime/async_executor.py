@@ -9,6 +9,10 @@ worker, its ``finally`` blocks run, and the task's end is reported like any othe
 supervisor knows why it cancelled). A loop that does not come back from a cancel is the
 supervisor's to kill (see ``ExecutorSet.check_deadlines``).
 
+A step of a job that holds the loop for long (blocking code in an ``async def`` job) is reported
+as ``("blocked", lease_token.int, seconds)`` and logged by the supervisor with the job's worker
+(see :mod:`~kickside_engine.runtime.blocking`).
+
 Crash isolation is the process executor's: one process per executor, which dies with the
 supervisor and whose death fails only the jobs it held.
 """
@@ -24,6 +28,7 @@ from kickside_engine.execution import execute_async
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.models import ClaimedJob
 from kickside_engine.runtime.app import code_version, worker_infos
+from kickside_engine.runtime.blocking import TimedSteps
 from kickside_engine.runtime.executors import (
     ProcessExecutor,
     ThreadExecutor,
@@ -66,9 +71,15 @@ class _Server:
 
     def start(self, claimed: ClaimedJob) -> None:
         token = claimed.lease_token.int
-        task = self.loop.create_task(execute_async(self.registry, claimed))
+        coro = TimedSteps(execute_async(self.registry, claimed), lambda s: self.blocked(token, s))
+        task = self.loop.create_task(coro)
         self.tasks[token] = task
         task.add_done_callback(lambda t: self.finished(token, t))
+
+    def blocked(self, token: int, seconds: float) -> None:
+        """Tell the supervisor that the job of lease ``token`` held the loop for ``seconds``."""
+        with contextlib.suppress(BrokenPipeError, OSError):
+            send(self.conn, ("blocked", token, seconds))
 
     def finished(self, token: int, task: asyncio.Task[ExecutionResult]) -> None:
         self.tasks.pop(token, None)

@@ -43,7 +43,7 @@ from kickside_engine.runtime.executors import (
     main_not_guarded,
     receive,
 )
-from kickside_engine.runtime.job_log import log_start, log_stop, starts_logged
+from kickside_engine.runtime.job_log import log_blocked_loop, log_start, log_stop, starts_logged
 from kickside_engine.runtime.placement import Placement
 from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS
 from kickside_engine.runtime.supervision import LeaseKeeper
@@ -242,6 +242,10 @@ class ExecutorSet(Placement):
             for token, result in message[1]:
                 if ex in self.executors:  # a result may have retired it (upgrade)
                     self._finish(ex, token, decode_result(result))
+        elif kind == "blocked":
+            running = ex.jobs.get(message[1])
+            if running is not None:
+                log_blocked_loop(running.claimed, message[2])
         elif kind == "failed":
             log.error("executor could not load the app: %s", message[1])
             error = ConfigurationError(

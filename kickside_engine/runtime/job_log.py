@@ -1,6 +1,7 @@
 """The per-job log lines on ``kickside.job``: ``job.start`` when an executor takes a job, and
 ``job.stop`` (``job.exception`` for a failed attempt: a warning, an error for the last one)
-when its result comes back."""
+when its result comes back; ``job.blocked_loop`` when an ``async def`` job held its executor's
+event loop for long."""
 
 from __future__ import annotations
 
@@ -55,3 +56,19 @@ def log_stop(claimed: ClaimedJob, result: ExecutionResult) -> None:
         log.log(logging.ERROR if final else logging.WARNING, "job.exception", extra=fields)
     else:
         log.info("job.stop", extra=fields)
+
+
+def log_blocked_loop(claimed: ClaimedJob, seconds: float) -> None:
+    """``job.blocked_loop`` (a warning): ``claimed`` ran ``seconds`` without yielding its async
+    executor's event loop, stalling every other job there."""
+    job = claimed.job
+    log.warning(
+        "job.blocked_loop",
+        extra={
+            "job_id": str(job.id),
+            "worker": job.worker,
+            "queue": job.queue,
+            "attempt": job.attempt,
+            "blocked_ms": int(seconds * 1000),
+        },
+    )

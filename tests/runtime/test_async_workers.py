@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -303,3 +304,18 @@ def test_a_running_async_jobs_lease_is_renewed(db: Database, tmp_path: Path) -> 
     (run,) = list_runs(db, job.id)  # never rescued, though it ran past its first lease
     assert run.outcome is RunOutcome.COMPLETED
     assert len(_log(log)) == 1
+
+
+def test_a_job_that_blocks_the_event_loop_is_reported_with_its_worker_and_time(
+    db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kickside.job")
+    log = tmp_path / "runs.log"
+    blocker = enqueue(db, JobBuilder("blocks_loop", {"seconds": 0.6}))
+    polite = enqueue(db, JobBuilder("async_sleep", {"seconds": 0.6, "log": str(log)}))
+    with _pool(db, process_executors=0, async_executors=1):
+        for job in (blocker, polite):
+            wait_for(lambda j=job: _state(db, j.id) is JobState.COMPLETED, 60, "completed")
+    reports = [r for r in caplog.records if r.getMessage() == "job.blocked_loop"]
+    assert [(r.worker, r.job_id) for r in reports] == [("blocks_loop", str(blocker.id))]  # type: ignore[attr-defined]
+    assert 550 <= reports[0].blocked_ms < 5000  # type: ignore[attr-defined]
