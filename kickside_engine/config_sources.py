@@ -150,6 +150,15 @@ OPTIONS: tuple[Option, ...] = (
            "Jobs claimed ahead of free executors while jobs are fast (0: off).",
            metavar="COUNT",
            unset="what the executors get through in one database turn, 2-12 per executor"),
+    Option("process_executors", "--process-executors", f"{_W}.process_executors", None,
+           parse_count, "Executor processes for sync jobs, one job each.", metavar="COUNT",
+           unset="the sum of the queues' concurrency if the app has sync workers, else 0"),
+    Option("async_executors", "--async-executors", f"{_W}.async_executors", None, parse_count,
+           "Executor processes with an event loop for async def jobs.", metavar="COUNT",
+           unset="1 if the app has async def workers, else 0"),
+    Option("async_slots", "--async-slots", f"{_W}.async_slots", None, parse_count,
+           "async def jobs each async executor runs at once.", metavar="COUNT",
+           unset="the sum of the queues' concurrency"),
     Option("schedule", "--schedule", f"{_W}.schedule", None, parse_module_spec,
            "The cron schedule to run: MODULE[:ATTRIBUTE] (default attribute SCHEDULE).",
            metavar="MODULE[:ATTRIBUTE]", unset="the app module's SCHEDULE, if any"),
@@ -313,6 +322,8 @@ class ResolvedConfig:
             "shutdown_grace": v("shutdown_grace"), "lease": v("lease"),
             "queue_leases": v("queue_leases") or {}, "prefetch": v("prefetch"),
             "prune_after": v("prune_after"),
+            "process_executors": v("process_executors"),
+            "async_executors": v("async_executors"), "async_slots": v("async_slots"),
         }  # fmt: skip
 
 

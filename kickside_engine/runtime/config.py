@@ -169,14 +169,18 @@ class PoolConfig:
     #: the executors get through during one database turn, from 2 to 12 per executor; 0: claim
     #: only for free executors.
     prefetch: int | None = None
-    #: How many process executors run sync jobs. None: the sum of the queues' concurrency.
+    #: How many process executors run sync jobs. None: the sum of the queues' concurrency when
+    #: the app has a sync worker, else none.
     process_executors: int | None = None
     #: How many async executors run ``async def`` jobs, each an event loop with up to
-    #: ``async_slots`` jobs at once. None: one when the app has an async worker (a thread pool
-    #: knows from its registry; a process pool starts it when its first executor reports one),
-    #: else none.
+    #: ``async_slots`` jobs at once. None: one when the app has an async worker, else none.
+    #: (The pool reads the app's registry at start; one it cannot import there is learnt from
+    #: the first executor that loads it.)
     async_executors: int | None = None
-    async_slots: int = 100
+    #: How many jobs one async executor runs at once. None: the sum of the queues'
+    #: concurrency, which bounds async jobs as it bounds sync ones, so that ``queues={"io":
+    #: 200}`` runs 200 ``async def`` jobs at once on one event loop.
+    async_slots: int | None = None
 
     def __post_init__(self) -> None:
         validate_queues(self.queues)
@@ -206,7 +210,7 @@ class PoolConfig:
             raise InvalidArgumentError(
                 f"async_executors must be from 0 to 100, got {self.async_executors}"
             )
-        if not 1 <= self.async_slots <= 10_000:
+        if self.async_slots is not None and not 1 <= self.async_slots <= 10_000:
             raise InvalidArgumentError(
                 f"async_slots must be from 1 to 10000, got {self.async_slots}"
             )
@@ -234,6 +238,13 @@ class PoolConfig:
             raise InvalidArgumentError("schedule must be a list of Recurring entries")
         validate_schedule(self.schedule)
         object.__setattr__(self, "schedule", tuple(self.schedule))  # frozen: one fixed copy
+
+    @property
+    def slots_per_async_executor(self) -> int:
+        """How many jobs one async executor runs at once (see :attr:`async_slots`)."""
+        if self.async_slots is not None:
+            return self.async_slots
+        return min(10_000, max(1, sum(self.queues.values())))
 
     @property
     def executors(self) -> int:

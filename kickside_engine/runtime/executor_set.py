@@ -118,24 +118,42 @@ class ExecutorSet(Placement):
     # -- membership -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the pool's executors: the process executors, then the async ones (see
-        ``PoolConfig.async_executors``)."""
-        for _ in range(self.config.executors):
-            self.spawn()
+        """Start the pool's executors: the process executors, then the async ones.
+
+        Left to the pool (``None``), the counts follow the app's workers, read from its
+        registry here: process executors (the sum of the queues' concurrency) when it has a
+        sync worker, one async executor when it has an ``async def`` worker. An app that
+        cannot be imported here is left to the executors to report, with today's counts."""
+        kinds = self._worker_kinds()
+        processes = self.config.process_executors
+        if processes is None:
+            processes = self.config.executors if kinds is None or kinds[0] else 0
         count = self.config.async_executors
-        if count is None and self.config.mode == "thread":
-            count = 1 if any(spec.is_async for spec in self._registry()) else 0
-        if count is None and self.config.executors == 0:
+        if count is None and kinds is not None:
+            count = 1 if kinds[1] else 0
+        if count is None and processes == 0:
             count = 1  # a process pool with no process executor learns its workers from it
+        if processes == 0 and not count:
+            processes = self.config.executors  # an app without workers: report it as ever
+        for _ in range(processes):
+            self.spawn()
         for _ in range(count or 0):
             self.spawn(is_async=True)
+
+    def _worker_kinds(self) -> tuple[bool, bool] | None:
+        """Whether the app has (sync, async) workers; None when it cannot be loaded here."""
+        try:
+            specs = list(self._registry())
+        except Exception:
+            return None
+        return any(not s.is_async for s in specs), any(s.is_async for s in specs)
 
     def _registry(self) -> WorkerRegistry:
         return self.config.registry or load_registry(self.config.app or "")
 
     def spawn(self, *, is_async: bool = False) -> Executor:
         """Start an executor of the current generation (a process, or a thread)."""
-        slots = self.config.async_slots
+        slots = self.config.slots_per_async_executor
         ex: Executor
         if self.config.mode == "process":
             assert self.config.app is not None
@@ -259,13 +277,22 @@ class ExecutorSet(Placement):
         and the config leaves it to the app (``async_executors=None``)."""
         found = {w for w, info in ex.infos.items() if getattr(info, "is_async", False)}
         self.async_workers |= found
+        if self.stopping.is_set():
+            return
         if (
             found
             and self.config.async_executors is None
-            and not self.stopping.is_set()
             and not any(other.is_async for other in self.executors)
         ):
             self.spawn(is_async=True)
+        if (
+            len(found) < len(ex.infos)
+            and self.config.process_executors is None
+            and not any(not other.is_async for other in self.executors)
+        ):
+            # New code brought sync workers to a pool that ran async workers only.
+            for _ in range(self.config.executors):
+                self.spawn()
 
     def _finish(self, ex: Executor, token: int, result: ExecutionResult) -> None:
         """Take ``result`` of the job of lease ``token`` on ``ex``: its outcome waits in
