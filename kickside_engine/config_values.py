@@ -14,7 +14,7 @@ from typing import Any
 
 from kickside_engine.config import parse_database_url
 from kickside_engine.errors import InvalidArgumentError
-from kickside_engine.logs import LOG_LEVELS
+from kickside_engine.logs import LOG_FORMATS, LOG_LEVELS
 from kickside_engine.runtime.config import (
     MAX_LEASE,
     MIN_LEASE,
@@ -139,6 +139,16 @@ def parse_log_level(raw: Any, what: str) -> str:
             f"log level must be one of {', '.join(LOG_LEVELS)}, got {str(raw)[:40]!r} ({what})"
         )
     return level
+
+
+def parse_log_format(raw: Any, what: str) -> str:
+    """One of :data:`~kickside_engine.logs.LOG_FORMATS`, in any case."""
+    shape = parse_text(raw, what).lower()
+    if shape not in LOG_FORMATS:
+        raise InvalidArgumentError(
+            f"log format must be one of {', '.join(LOG_FORMATS)}, got {str(raw)[:40]!r} ({what})"
+        )
+    return shape
 
 
 def parse_url(raw: Any, what: str) -> str:

@@ -266,7 +266,8 @@ def perform_job(
     return value is normalised as a pool stores it (``None`` becomes :class:`Done`; any other
     value that is not an outcome becomes ``Done(result=value)``, its JSON form; a result that
     cannot be stored raises :class:`~kickside_engine.outcomes.ResultNotStorableError`).
-    Exceptions propagate, so a test can assert on them. An ``async def`` worker is run to its
+    The registry's middleware wraps the call, as in an executor. Exceptions propagate, so a
+    test can assert on them. An ``async def`` worker is run to its
     end with ``asyncio.run`` (so not from inside a running event loop, for now).
     """
     spec = spec_of(worker)
@@ -308,7 +309,10 @@ def perform_job(
         finalized_at=None,
         updated_at=now,
     )
-    value = spec.perform(spec.decode_args(stored), job)
+    # Inside the middleware of the worker's registry, as an executor runs it.
+    hooks = spec.hooks
+    perform = hooks.perform_of(spec) if hooks is not None and hooks.wraps(spec) else spec.perform
+    value = perform(spec.decode_args(stored), job)
     if inspect.isawaitable(value):  # an async def worker: run it to its end here
         value = asyncio.run(_awaited(value))
     if value is None:

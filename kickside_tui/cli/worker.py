@@ -66,7 +66,7 @@ def run_worker(ctx: typer.Context, flags: dict[str, Any], lease_seconds: float |
         if settings.options["lease"].source == "flag":
             raise InvalidArgumentError("give --lease or --lease-seconds, not both")
         kwargs["lease"] = timedelta(seconds=lease_seconds)
-    configure_logging(settings.value("log_level"))
+    configure_logging(settings.value("log_level"), settings.value("log_format"))
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
     # The supervisor imports the schedule's module (cron builds jobs here, not in executors).
