@@ -183,12 +183,12 @@ def fire(hooks: list[Callable[[Any], object]], event: object) -> None:
 
 
 def _log_failure(hook: object, event: object, exc: Exception) -> None:
-    from kickside_engine.execution import describe_exception  # execution imports workers
-
+    # The traceback goes in the record (exc_info): Kickside's formatters redact it too.
     log.error(
         "hook %s failed: %s",
         _name(hook),
-        redact_text(describe_exception(exc)),
+        redact_text(f"{type(exc).__name__}: {exc}"),
+        exc_info=exc,
         extra={"hook": _name(hook), "event": type(event).__name__},
     )
 
