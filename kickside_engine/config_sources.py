@@ -35,6 +35,7 @@ from kickside_engine.config_values import (
     parse_log_format,
     parse_log_level,
     parse_module_spec,
+    parse_port,
     parse_queue_lease_table,
     parse_queue_table,
     parse_retention,
@@ -150,6 +151,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_format", "--log-format", f"{_W}.log_format", "text", parse_log_format,
            f"How log records are written: {' or '.join(LOG_FORMATS)} (one JSON object a "
            "line, the same fields, redacted alike).", metavar="FORMAT"),
+    Option("metrics_port", "--metrics-port", f"{_W}.metrics_port", None, parse_port,
+           "Serve Prometheus metrics on this port, at /metrics (needs kickside[metrics]).",
+           metavar="PORT", unset="off"),
     Option("prefetch", "--prefetch", f"{_W}.prefetch", None, parse_count,
            "Jobs claimed ahead of free executors while jobs are fast (0: off).",
            metavar="COUNT",
@@ -309,8 +313,8 @@ class ResolvedConfig:
 
     def pool_kwargs(self) -> dict[str, Any]:
         """:class:`PoolConfig` keyword arguments from the worker options (``schedule``,
-        ``log_level``, ``log_format`` and ``registry`` are the caller's: they load code or set
-        up logging)."""
+        ``log_level``, ``log_format``, ``metrics_port`` and ``registry`` are the caller's: they
+        load code or set up logging and metrics)."""
         v = self.value
         return {
             "queues": v("queues"), "app": v("app"), "node": v("node"),

@@ -112,6 +112,14 @@ def parse_count(raw: Any, what: str) -> int:
     return value
 
 
+def parse_port(raw: Any, what: str) -> int:
+    """A TCP port, 1..65535."""
+    value = parse_count(raw, what)
+    if not 1 <= value <= 65535:
+        raise InvalidArgumentError(f"{what} must be a port from 1 to 65535, got {value}")
+    return value
+
+
 def parse_queue_table(raw: Any, what: str) -> dict[str, int]:
     """``"default:10,mailers:5"`` or a table ``{default = 10, mailers = 5}``."""
     if isinstance(raw, Mapping):

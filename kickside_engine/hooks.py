@@ -113,6 +113,14 @@ class Hooks:
         self.on_rescue: list[Callable[[Rescued], object]] = []
         self._chains: dict[str, Perform] = {}
 
+    def lifecycle_copy(self) -> Hooks:
+        """A copy of the lifecycle hooks (no middleware): what a pool calls, so that hooks it
+        adds (its metrics) stay its own, never the application registry's."""
+        copy = Hooks()
+        for name in HOOK_NAMES:
+            getattr(copy, name).extend(getattr(self, name))
+        return copy
+
     def add_middleware(self, fn: Middleware) -> None:
         """Append ``fn`` (innermost so far) to the chain of its kind (sync or async)."""
         if not callable(fn):

@@ -34,16 +34,17 @@ def load_registry(app: str) -> WorkerRegistry:
 
 
 def app_hooks(registry: WorkerRegistry | None, app: str | None) -> Hooks:
-    """The hooks the supervisor calls: ``registry``'s, else those of the app's registry.
+    """The hooks the supervisor calls: ``registry``'s, else those of the app's registry (a
+    copy: a pool adds its own, such as its metrics, with ``pool.hooks.add_hook``).
 
     A process pool imports the app here once, at start (its executors import it again, and
     again at each upgrade; the supervisor keeps the hooks it started with). An app that does
     not load gives no hooks: its executors then report why, and the pool stops.
     """
     if registry is not None:
-        return registry.hooks
+        return registry.hooks.lifecycle_copy()
     try:
-        return load_registry(app or "").hooks
+        return load_registry(app or "").hooks.lifecycle_copy()
     except (Exception, SystemExit):  # an app that exits on import is not loaded either
         return Hooks()
 
