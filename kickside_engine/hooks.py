@@ -125,11 +125,17 @@ class Hooks:
         """Append ``fn`` (innermost so far) to the chain of its kind (sync or async)."""
         if not callable(fn):
             raise InvalidArgumentError(f"middleware must be callable, got {fn!r}")
-        if len(inspect.signature(fn).parameters) != 3:
-            raise InvalidArgumentError(
-                f"middleware {_name(fn)} must take (call_next, args, job), got "
-                f"{inspect.signature(fn)}"
-            )
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # no signature to read (a builtin): taken on trust
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(None, None, None)
+            except TypeError:
+                raise InvalidArgumentError(
+                    f"middleware {_name(fn)} must take (call_next, args, job), got {signature}"
+                ) from None
         chain = self.async_middleware if _is_async(fn) else self.sync_middleware
         chain.append(fn)
         self._chains.clear()

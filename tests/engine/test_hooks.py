@@ -98,12 +98,29 @@ def test_the_chain_is_built_once_per_worker_not_per_job() -> None:
     bare = WorkerRegistry()
     plain = bare.register(WorkerSpec(name="plain", perform=lambda a, j: None))
     assert not bare.hooks.wraps(plain)  # nothing registered: the worker runs unwrapped
+    assert perform_job(plain, {}) == Done()
+    assert bare.hooks._chains == {}  # no chain was built for it
+
+
+def test_drain_jobs_without_middleware_builds_no_chain(db: Database) -> None:
+    bare = WorkerRegistry()
+    plain = bare.register(WorkerSpec(name="plain", perform=lambda a, j: {"ok": True}))
+    inserted = plain.new({}).insert(db)
+    assert drain_jobs(db, bare).done == 1
+    assert get_job(db, inserted.id).result == {"ok": True}  # type: ignore[union-attr]
+    assert bare.hooks._chains == {}
 
 
 def test_middleware_and_hooks_are_checked_when_declared() -> None:
     registry = WorkerRegistry()
     with pytest.raises(InvalidArgumentError, match=r"must take \(call_next, args, job\)"):
         registry.middleware(lambda call_next, args: None)  # type: ignore[arg-type,misc]
+
+    # Extra parameters with defaults are fine: it can be called with the three.
+    def with_options(call_next: Any, args: Any, job: Job, *, span: str = "job") -> Any:
+        return call_next(args, job)
+
+    assert registry.middleware(with_options) is with_options
     with pytest.raises(InvalidArgumentError, match="hook on_stop must be a plain function"):
 
         @registry.on_stop
