@@ -187,6 +187,15 @@ def _name(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__qualname__
 
 
+def fire_stop(
+    hooks: Hooks, job: Job, outcome: str, duration_ms: int, error: str | None, *, discarded: bool
+) -> None:
+    """Call the ``on_stop`` hooks, then ``on_discard`` when the outcome discards the job."""
+    fire(hooks.on_stop, Stopped(job, outcome, duration_ms, error))
+    if discarded:
+        fire(hooks.on_discard, Discarded(job.id, job.worker, job.queue, error))
+
+
 def fire(hooks: list[Callable[[Any], object]], event: object) -> None:
     """Call each hook with ``event``; one that raises is logged (redacted), never raised."""
     for hook in hooks:
@@ -216,4 +225,5 @@ __all__ = [
     "Rescued",
     "Stopped",
     "fire",
+    "fire_stop",
 ]

@@ -29,7 +29,7 @@ from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
 from kickside_engine.errors import ConfigurationError, KicksideError
 from kickside_engine.execution import max_execution, timeout_result
-from kickside_engine.hooks import Discarded, Hooks, Stopped, fire
+from kickside_engine.hooks import Hooks, fire, fire_stop
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.runtime.app import WorkerInfo, code_version, load_registry
@@ -290,21 +290,15 @@ class ExecutorSet(Placement):
             self.recent_ms += (result.duration_ms - self.recent_ms) * 0.1
             log_stop(claimed, result)
             if self.hooks.on_stop or self.hooks.on_discard:
-                self._stopped(claimed, result, settlement)
+                discarded = settlement.values.get("state") == JobState.DISCARDED.value
+                kind, ms, error = result.kind.value, result.duration_ms, settlement.run_error
+                fire_stop(self.hooks, claimed.job, kind, ms, error, discarded=discarded)
         self.on_free()
         if ex.retiring and not ex.jobs and ex in self.executors:
             if ex.is_async:
                 self.retire(ex)  # replaced when it began retiring
             else:
                 self.replace(ex, kill=False)
-
-    def _stopped(self, claimed: ClaimedJob, result: ExecutionResult, settled: Settlement) -> None:
-        """Call the ``on_stop`` hooks, and ``on_discard`` when the outcome discards the job."""
-        job = claimed.job
-        error = settled.run_error
-        fire(self.hooks.on_stop, Stopped(job, result.kind.value, result.duration_ms, error))
-        if settled.values.get("state") == JobState.DISCARDED.value:
-            fire(self.hooks.on_discard, Discarded(job.id, job.worker, job.queue, error))
 
     def _executor_died(self, ex: Executor) -> None:
         """``ex`` is gone: its jobs crashed; another executor takes its place.

@@ -23,7 +23,7 @@ from kickside_engine import (
     enqueue_many,
     get_job,
 )
-from kickside_engine.hooks import Enqueued
+from kickside_engine.hooks import Discarded, Enqueued, Stopped
 from kickside_engine.testing import drain_jobs, perform_job
 
 
@@ -199,3 +199,31 @@ def test_a_spec_in_two_registries_gets_each_registrys_hooks() -> None:
     copy = b.register(spec)
     assert spec.hooks is a.hooks and copy.hooks is b.hooks
     assert a.get("shared") is spec and b.get("shared") is copy
+
+
+def test_drain_jobs_calls_the_pool_hooks_as_a_pool_does(db: Database) -> None:
+    events: list[tuple[str, str]] = []
+    registry = _registry([])
+
+    @registry.on_start
+    def started(job: Job) -> None:
+        events.append(("start", job.worker))
+
+    @registry.on_stop
+    def stopped(event: Stopped) -> None:
+        events.append((f"stop:{event.outcome}", event.job.worker))
+
+    @registry.on_discard
+    def discarded(event: Discarded) -> None:
+        events.append(("discard", event.error or ""))
+
+    sync_job = registry.get("sync_job")
+    assert sync_job is not None
+    sync_job.new({}).insert(db)
+    sync_job.new({"refuse": True}).max_attempts(2).insert(db)
+    drain_jobs(db, registry, with_scheduled=True)  # the retry runs too, and is discarded
+    assert events[:2] == [("start", "sync_job"), ("stop:done", "sync_job")]
+    assert events[2:6] == [("start", "sync_job"), ("stop:error", "sync_job")] * 2
+    (kind, error) = events[6]
+    assert kind == "discard" and "PermissionError: tenant suspended" in error
+    assert len(events) == 7
