@@ -26,6 +26,7 @@ from kickside_engine.uniqueness import Unique
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
+    from kickside_engine.hooks import Hooks
     from kickside_engine.store.database import Database
     from kickside_engine.workers import WorkerSpec
 
@@ -33,16 +34,18 @@ if TYPE_CHECKING:
 class JobBuilder:
     """An immutable description of a job to insert; each method returns a new builder."""
 
-    __slots__ = ("options",)
+    __slots__ = ("hooks", "options")
 
     def __init__(self, worker: str, args: Any = None, **options: Any) -> None:
         self.options = JobOptions(worker=worker, args=args_dict(args), **options)
+        #: The worker's registry's hooks (``on_enqueue``), for a builder made by the worker.
+        self.hooks: Hooks | None = None
 
     @classmethod
     def for_worker(cls, spec: WorkerSpec, args: Any = None) -> JobBuilder:
         """A builder carrying a declared worker's defaults; ``args`` may be an instance of the
         worker's ``args_type``, stored as its JSON encoding."""
-        return cls(
+        builder = cls(
             spec.name,
             args if args is None or type(args) is dict else spec.encode_args(args),
             queue=spec.queue,
@@ -54,10 +57,13 @@ class JobBuilder:
             capacity=spec.capacity,
             sensitive_keys=spec.sensitive_keys,
         )
+        builder.hooks = spec.hooks
+        return builder
 
     def _with(self, **changes: Any) -> JobBuilder:
         new = JobBuilder.__new__(JobBuilder)
         new.options = replace(self.options, **changes)
+        new.hooks = self.hooks
         return new
 
     def queue(self, name: str) -> JobBuilder:

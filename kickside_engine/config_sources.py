@@ -32,8 +32,10 @@ from kickside_engine.config_values import (
     parse_flag,
     parse_grace,
     parse_lease,
+    parse_log_format,
     parse_log_level,
     parse_module_spec,
+    parse_port,
     parse_queue_lease_table,
     parse_queue_table,
     parse_retention,
@@ -41,7 +43,7 @@ from kickside_engine.config_values import (
     parse_url,
 )
 from kickside_engine.errors import ConfigurationError, KicksideError
-from kickside_engine.logs import LOG_LEVELS
+from kickside_engine.logs import LOG_FORMATS, LOG_LEVELS
 from kickside_engine.runtime.config import PoolConfig
 
 #: Names the configuration file (``--config`` does too); it must exist.
@@ -146,6 +148,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_level", "--log-level", f"{_W}.log_level", "INFO", parse_log_level,
            f"Log records from this level on, to stderr: {', '.join(LOG_LEVELS)}.",
            metavar="LEVEL"),
+    Option("log_format", "--log-format", f"{_W}.log_format", "text", parse_log_format,
+           f"How log records are written: {' or '.join(LOG_FORMATS)} (one JSON object a "
+           "line, the same fields, redacted alike).", metavar="FORMAT"),
+    Option("metrics_port", "--metrics-port", f"{_W}.metrics_port", None, parse_port,
+           "Serve Prometheus metrics on this port, at /metrics (needs kickside[metrics]).",
+           metavar="PORT", unset="off"),
     Option("prefetch", "--prefetch", f"{_W}.prefetch", None, parse_count,
            "Jobs claimed ahead of free executors while jobs are fast (0: off).",
            metavar="COUNT",
@@ -314,7 +322,8 @@ class ResolvedConfig:
 
     def pool_kwargs(self) -> dict[str, Any]:
         """:class:`PoolConfig` keyword arguments from the worker options (``schedule``,
-        ``log_level`` and ``registry`` are the caller's: they load code or set up logging)."""
+        ``log_level``, ``log_format``, ``metrics_port`` and ``registry`` are the caller's: they
+        load code or set up logging and metrics)."""
         v = self.value
         return {
             "queues": v("queues"), "app": v("app"), "node": v("node"),

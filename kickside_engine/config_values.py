@@ -14,7 +14,7 @@ from typing import Any
 
 from kickside_engine.config import parse_database_url
 from kickside_engine.errors import InvalidArgumentError
-from kickside_engine.logs import LOG_LEVELS
+from kickside_engine.logs import LOG_FORMATS, LOG_LEVELS
 from kickside_engine.runtime.config import (
     MAX_LEASE,
     MIN_LEASE,
@@ -112,6 +112,14 @@ def parse_count(raw: Any, what: str) -> int:
     return value
 
 
+def parse_port(raw: Any, what: str) -> int:
+    """A TCP port, 1..65535."""
+    value = parse_count(raw, what)
+    if not 1 <= value <= 65535:
+        raise InvalidArgumentError(f"{what} must be a port from 1 to 65535, got {value}")
+    return value
+
+
 def parse_queue_table(raw: Any, what: str) -> dict[str, int]:
     """``"default:10,mailers:5"`` or a table ``{default = 10, mailers = 5}``."""
     if isinstance(raw, Mapping):
@@ -139,6 +147,16 @@ def parse_log_level(raw: Any, what: str) -> str:
             f"log level must be one of {', '.join(LOG_LEVELS)}, got {str(raw)[:40]!r} ({what})"
         )
     return level
+
+
+def parse_log_format(raw: Any, what: str) -> str:
+    """One of :data:`~kickside_engine.logs.LOG_FORMATS`, in any case."""
+    shape = parse_text(raw, what).lower()
+    if shape not in LOG_FORMATS:
+        raise InvalidArgumentError(
+            f"log format must be one of {', '.join(LOG_FORMATS)}, got {str(raw)[:40]!r} ({what})"
+        )
+    return shape
 
 
 def parse_url(raw: Any, what: str) -> str:

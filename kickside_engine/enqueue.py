@@ -6,6 +6,12 @@ by :mod:`kickside_engine.job_row` and written by :mod:`kickside_engine.store.ins
 module decides which way each goes and wakes this process's pools at once (on PostgreSQL pools
 everywhere wake when the transaction commits). Timestamps come from the application clock in
 UTC.
+
+A job built from a registered worker (``worker.new(...)``) calls its registry's ``on_enqueue``
+hooks once the insert is done: when the enqueue has a transaction of its own, after it commits;
+in the caller's transaction (``conn=``), after the insert and before the caller commits, so a
+hook may see a job that the caller then rolls back. A builder made by worker name has no
+registry and calls none.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from sqlalchemy import Connection
 
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.hooks import Enqueued, fire
 from kickside_engine.ids import uuid7
 from kickside_engine.job_row import JobOptions, args_dict, build_row, redacted_copy, stored_args
 from kickside_engine.models import JOB_STATES_BY_VALUE, Inserted, JobKind, JobState
@@ -59,7 +66,9 @@ def enqueue(
     if opts.kind is JobKind.SLOT:
         from kickside_engine.enrollment import enqueue_slot
 
-        return enqueue_slot(db, job, conn=conn, now=now)
+        result = enqueue_slot(db, job, conn=conn, now=now)
+        _enqueued([job], [result])
+        return result
     now = ensure_aware(now, "now") if now is not None else utcnow()
     row = build_row(opts, now)
     if conn is None and single_statement(db, row):
@@ -70,7 +79,23 @@ def enqueue(
             result = insert_job(db, tx, row)
     if not result.duplicate:
         local_signal(db).wake(row["queue"])
+    if job.hooks is not None and job.hooks.on_enqueue:
+        _enqueued([job], [result])
     return result
+
+
+def _enqueued(builders: Sequence[JobBuilder], inserted: Sequence[Inserted]) -> None:
+    """Call the ``on_enqueue`` hooks of each builder's registry with its inserted job.
+
+    ``builders`` holds one builder per inserted job, or one for all (a fan-out's template).
+    """
+    for i, one in enumerate(inserted):
+        builder = builders[i] if len(builders) > 1 else builders[0]
+        hooks = builder.hooks
+        if hooks is not None and hooks.on_enqueue:
+            opts = builder.options
+            event = Enqueued(one.id, opts.worker, opts.queue, one.state, one.duplicate)
+            fire(hooks.on_enqueue, event)
 
 
 def enqueue_many(
@@ -90,7 +115,12 @@ def enqueue_many(
         _refuse_in_bulk(builder.options, "enqueue_many")
     if not jobs:
         return []
-    return _insert_built(db, len(jobs), (lambda: (build_row(b.options, now) for b in jobs)), conn)
+    inserted = _insert_built(
+        db, len(jobs), (lambda: (build_row(b.options, now) for b in jobs)), conn
+    )
+    if any(b.hooks is not None and b.hooks.on_enqueue for b in jobs):
+        _enqueued(jobs, inserted)
+    return inserted
 
 
 def enqueue_fanout(
@@ -120,17 +150,22 @@ def enqueue_fanout(
         return []
     base = build_row(replace(template.options, args={}), now)
     if db.is_postgresql and len(args) >= COPY_FROM_ROWS:
-        return _copy_fanout(db, base, args, conn)
+        inserted = _copy_fanout(db, base, args, conn)
+    else:
+        inserted = _insert_built(db, len(args), lambda: _fanout_rows(base, args), conn)
+    if template.hooks is not None and template.hooks.on_enqueue:
+        _enqueued([template], inserted)
+    return inserted
 
-    def built() -> Iterator[dict[str, Any]]:
-        for id_, stored, shown in _fanned_out(args, base["meta"]):
-            row = base.copy()
-            row["id"], row["args"] = id_, stored
-            if shown is not None:
-                row["meta"] = {**base["meta"], REDACTED_ARGS_META: shown}
-            yield row
 
-    return _insert_built(db, len(args), built, conn)
+def _fanout_rows(base: dict[str, Any], args: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    """``base`` with each job's id and args (and redacted copy, when redaction changes them)."""
+    for id_, stored, shown in _fanned_out(args, base["meta"]):
+        row = base.copy()
+        row["id"], row["args"] = id_, stored
+        if shown is not None:
+            row["meta"] = {**base["meta"], REDACTED_ARGS_META: shown}
+        yield row
 
 
 def _fanned_out(

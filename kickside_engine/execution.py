@@ -146,8 +146,10 @@ def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
     if isinstance(ready, ExecutionResult):
         return ready
     spec, args = ready
+    # Middleware, when the registry has some, is part of the execution: it fails like the worker.
+    perform = registry.hooks.perform_of(spec) if registry.hooks.sync_middleware else spec.perform
     try:
-        value = spec.perform(args, claimed.job)
+        value = perform(args, claimed.job)
     except Exception as exc:
         return exception_result(exc, started)
     return outcome_result(value, started)
@@ -156,7 +158,8 @@ def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
 async def execute_async(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
     """Run the claimed job's worker on the running event loop and return what happened.
 
-    A sync worker is called in place (it blocks the loop while it runs). Cancelling the task
+    A sync worker is called in place (it blocks the loop while it runs), inside the sync
+    middleware; an async worker inside the async middleware. Cancelling the task
     raises ``CancelledError`` in the worker, whose ``finally`` blocks run; the cancellation
     then propagates (the caller says why it cancelled).
     """
@@ -165,8 +168,10 @@ async def execute_async(registry: WorkerRegistry, claimed: ClaimedJob) -> Execut
     if isinstance(ready, ExecutionResult):
         return ready
     spec, args = ready
+    hooks = registry.hooks
+    perform = hooks.perform_of(spec) if hooks.wraps(spec) else spec.perform
     try:
-        value = spec.perform(args, claimed.job)
+        value = perform(args, claimed.job)
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:

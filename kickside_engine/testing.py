@@ -24,11 +24,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kickside_engine.api import claim, record
+from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
 from kickside_engine.execution import execute_with_timeout
+from kickside_engine.hooks import Hooks, fire, fire_stop
 from kickside_engine.job_row import stored_args
-from kickside_engine.lifecycle import ResultKind
-from kickside_engine.models import Job, JobKind, JobState
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
+from kickside_engine.models import ClaimedJob, Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome, storable_result
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_args
@@ -91,9 +93,11 @@ def drain_jobs(
     jobs now, as if their time had come (so a failing job is retried until it is discarded).
     ``with_recursion=False`` stops after one pass, leaving jobs that jobs enqueued. Jobs of
     workers the registry does not have are left waiting, as a pool leaves them, and counted in
-    ``unknown_workers``.
+    ``unknown_workers``. The registry's middleware wraps each job and its pool hooks
+    (``on_start``, ``on_stop``, ``on_discard``) are called as a pool calls them.
     """
     result = DrainResult()
+    hooks = registry.hooks
     for _ in range(MAX_DRAIN_ROUNDS):
         now = utcnow()
         if with_scheduled:
@@ -108,8 +112,12 @@ def drain_jobs(
                 if not batch:
                     break
                 for claimed in batch:
+                    if hooks.on_start:
+                        fire(hooks.on_start, claimed.job)
                     outcome = execute_with_timeout(registry, claimed, timeout)
                     record(db, [(claimed, outcome)], registry=registry)
+                    if hooks.on_stop or hooks.on_discard:
+                        _stopped(hooks, registry, claimed, outcome)
                     result.counts[outcome.kind.value] += 1
                     ran += 1
                 if not with_recursion:
@@ -118,6 +126,18 @@ def drain_jobs(
             result.unknown_workers.update(_unknown_workers(db, registry, queue, now))
             return result
     raise RuntimeError(f"drain_jobs gave up after {MAX_DRAIN_ROUNDS} rounds (a job loops?)")
+
+
+def _stopped(
+    hooks: Hooks, registry: WorkerRegistry, claimed: ClaimedJob, outcome: ExecutionResult
+) -> None:
+    """The ``on_stop`` (and ``on_discard``) hooks for an attempt drained, as a pool calls them."""
+    spec = registry.get(claimed.job.worker)
+    backoff = spec.backoff_for(claimed.job.is_slot) if spec is not None else DEFAULT_BACKOFF
+    settled = settlement_for(claimed, outcome, backoff=backoff)
+    discarded = settled.values.get("state") == JobState.DISCARDED.value
+    kind, ms, error = outcome.kind.value, outcome.duration_ms, settled.run_error
+    fire_stop(hooks, claimed.job, kind, ms, error, discarded=discarded)
 
 
 def _unknown_workers(
@@ -266,7 +286,8 @@ def perform_job(
     return value is normalised as a pool stores it (``None`` becomes :class:`Done`; any other
     value that is not an outcome becomes ``Done(result=value)``, its JSON form; a result that
     cannot be stored raises :class:`~kickside_engine.outcomes.ResultNotStorableError`).
-    Exceptions propagate, so a test can assert on them. An ``async def`` worker is run to its
+    The registry's middleware wraps the call, as in an executor. Exceptions propagate, so a
+    test can assert on them. An ``async def`` worker is run to its
     end with ``asyncio.run`` (so not from inside a running event loop, for now).
     """
     spec = spec_of(worker)
@@ -308,7 +329,10 @@ def perform_job(
         finalized_at=None,
         updated_at=now,
     )
-    value = spec.perform(spec.decode_args(stored), job)
+    # Inside the middleware of the worker's registry, as an executor runs it.
+    hooks = spec.hooks
+    perform = hooks.perform_of(spec) if hooks is not None and hooks.wraps(spec) else spec.perform
+    value = perform(spec.decode_args(stored), job)
     if inspect.isawaitable(value):  # an async def worker: run it to its end here
         value = asyncio.run(_awaited(value))
     if value is None:

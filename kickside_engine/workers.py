@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, retry_policy
 from kickside_engine.builder import JobBuilder
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.hooks import Hooks, Middleware
 from kickside_engine.outcomes import Outcome
 from kickside_engine.redact import sensitive_key_names
 from kickside_engine.text import validate_name
@@ -110,6 +111,8 @@ class WorkerSpec:
     #: Key names to redact wherever this worker's args are shown, beyond the built-in ones.
     sensitive_keys: frozenset[str] = frozenset()
     args_adapter: ArgsAdapter | None = field(default=None, init=False, repr=False, compare=False)
+    #: The middleware and hooks of the registry it is registered in (None: not registered).
+    hooks: Hooks | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_name(self.name, "worker name")
@@ -166,6 +169,8 @@ class WorkerRegistry:
     def __init__(self, *, sensitive_keys: Iterable[str] = ()) -> None:
         self._workers: dict[str, WorkerSpec] = {}
         self.sensitive_keys = sensitive_key_names(sensitive_keys)
+        #: Its middleware and lifecycle hooks (see :mod:`kickside_engine.hooks`).
+        self.hooks = Hooks()
 
     def register(self, spec: WorkerSpec) -> WorkerSpec:
         """Add a worker; a second worker with the same name is an error.
@@ -179,8 +184,46 @@ class WorkerRegistry:
         existing = self._workers.get(spec.name)
         if existing is not None and existing is not spec and existing != spec:
             raise InvalidArgumentError(f"worker {spec.name!r} is already registered")
+        if spec.hooks is not self.hooks:
+            if spec.hooks is not None:  # registered in another registry too: a copy for this one
+                spec = dataclasses.replace(spec)
+            object.__setattr__(spec, "hooks", self.hooks)
         self._workers[spec.name] = spec
         return spec
+
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Wrap every execution of this registry's workers in ``fn(call_next, args, job)``.
+
+        Usable as a decorator. The first registered is outermost; a plain ``def`` wraps sync
+        workers, an ``async def`` async ones (see :mod:`kickside_engine.hooks`).
+        """
+        self.hooks.add_middleware(fn)
+        return fn
+
+    def on_enqueue(self, fn: F) -> F:
+        """Call ``fn(Enqueued)`` after each insert of a job built from one of its workers."""
+        self.hooks.add_hook("on_enqueue", fn)
+        return fn
+
+    def on_start(self, fn: F) -> F:
+        """Call ``fn(Job)`` in the pool when it hands a job to an executor."""
+        self.hooks.add_hook("on_start", fn)
+        return fn
+
+    def on_stop(self, fn: F) -> F:
+        """Call ``fn(Stopped)`` in the pool when an attempt's outcome comes back."""
+        self.hooks.add_hook("on_stop", fn)
+        return fn
+
+    def on_discard(self, fn: F) -> F:
+        """Call ``fn(Discarded)`` in the pool when an outcome or the Lifeline discards a job."""
+        self.hooks.add_hook("on_discard", fn)
+        return fn
+
+    def on_rescue(self, fn: F) -> F:
+        """Call ``fn(Rescued)`` in the pool when its Lifeline rescues an expired lease."""
+        self.hooks.add_hook("on_rescue", fn)
+        return fn
 
     @overload
     def worker(self, target: F, /) -> F: ...

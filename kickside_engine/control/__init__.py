@@ -45,6 +45,7 @@ from kickside_engine.control.metrics import (
     Overview,
     QueueMetrics,
     overview,
+    queue_backlog,
     queue_metrics,
     throughput,
 )
@@ -172,6 +173,7 @@ __all__ = [
     "purge_request",
     "purge_slot",
     "purge_until_done",
+    "queue_backlog",
     "queue_metrics",
     "record_audit",
     "redact_args",

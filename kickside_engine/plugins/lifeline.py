@@ -27,6 +27,7 @@ from sqlalchemy import Connection
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.hooks import Rescued
 from kickside_engine.lifecycle import MAX_ERRORS, clean_error, final_values
 from kickside_engine.models import JobKind, JobState, RunOutcome
 from kickside_engine.purge import purge_request
@@ -47,6 +48,8 @@ class RescueResult:
     rescued: int = 0
     discarded: int = 0
     job_ids: list[uuid.UUID] = field(default_factory=list)
+    #: Each job rescued (or discarded), for the ``on_rescue`` and ``on_discard`` hooks.
+    jobs: list[Rescued] = field(default_factory=list, compare=False, repr=False)
 
 
 def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> RescueResult:
@@ -60,6 +63,7 @@ def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> Rescue
         raise InvalidArgumentError(f"batch must be at least 1, got {batch}")
     rescued: list[uuid.UUID] = []
     discarded: list[uuid.UUID] = []
+    events: list[Rescued] = []
     queues: set[str] = set()
     with db.begin() as conn:
         for found in lock_expired_leases(db, conn, now, batch, _EXPIRED_COLUMNS):
@@ -68,6 +72,7 @@ def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> Rescue
             if not _rescue_one(db, conn, row, now, discard=discard):
                 continue
             (discarded if discard else rescued).append(row.id)
+            events.append(Rescued(row.id, row.worker, row.queue, discarded=discard))
             if not discard:
                 queues.add(row.queue)
         for queue in sorted(queues):
@@ -82,7 +87,9 @@ def rescue_expired(db: Database, now: datetime, *, batch: int = BATCH) -> Rescue
         signal = local_signal(db)
         for queue in sorted(queues):
             signal.wake(queue)
-    return RescueResult(rescued=len(rescued), discarded=len(discarded), job_ids=rescued + discarded)
+    return RescueResult(
+        rescued=len(rescued), discarded=len(discarded), job_ids=rescued + discarded, jobs=events
+    )
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ class _Expired:
 
     id: uuid.UUID
     kind: str
+    worker: str
     queue: str
     attempt: int
     max_attempts: int

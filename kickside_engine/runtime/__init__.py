@@ -1,5 +1,7 @@
 """The supervised worker pool: one supervisor claims jobs and hands each to an executor."""
 
+from typing import TYPE_CHECKING, Any
+
 from kickside_engine.config_sources import (
     CONFIG_ENV,
     OPTIONS,
@@ -22,6 +24,19 @@ from kickside_engine.runtime.config import (
 )
 from kickside_engine.runtime.pool import WorkerPool
 from kickside_engine.runtime.reload import signal_reload
+
+if TYPE_CHECKING:
+    from kickside_engine.runtime.prometheus import PoolMetrics as PoolMetrics
+
+
+def __getattr__(name: str) -> Any:
+    # PoolMetrics needs the optional prometheus_client: imported only when asked for.
+    if name == "PoolMetrics":
+        from kickside_engine.runtime.prometheus import PoolMetrics as PoolMetrics
+
+        return PoolMetrics
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CONFIG_ENV",

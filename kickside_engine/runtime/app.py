@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kickside_engine.backoff import Backoff, retry_policy
 from kickside_engine.errors import ConfigurationError
+from kickside_engine.hooks import Hooks
 from kickside_engine.workers import WorkerRegistry
 
 
@@ -30,6 +31,22 @@ def load_registry(app: str) -> WorkerRegistry:
             f"{module_name}:{attr or 'registry'} is not a kickside WorkerRegistry"
         )
     return registry
+
+
+def app_hooks(registry: WorkerRegistry | None, app: str | None) -> Hooks:
+    """The hooks the supervisor calls: ``registry``'s, else those of the app's registry (a
+    copy: a pool adds its own, such as its metrics, with ``pool.hooks.add_hook``).
+
+    A process pool imports the app here once, at start (its executors import it again, and
+    again at each upgrade; the supervisor keeps the hooks it started with). An app that does
+    not load gives no hooks: its executors then report why, and the pool stops.
+    """
+    if registry is not None:
+        return registry.hooks.lifecycle_copy()
+    try:
+        return load_registry(app or "").hooks.lifecycle_copy()
+    except (Exception, SystemExit):  # an app that exits on import is not loaded either
+        return Hooks()
 
 
 def code_version(app: str | None) -> str:

@@ -29,8 +29,9 @@ from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
 from kickside_engine.errors import ConfigurationError, KicksideError
 from kickside_engine.execution import max_execution, timeout_result
+from kickside_engine.hooks import Hooks, fire, fire_stop
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
-from kickside_engine.models import ClaimedJob
+from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.runtime.app import WorkerInfo, code_version, load_registry
 from kickside_engine.runtime.async_executor import AsyncProcessExecutor, AsyncThreadExecutor
 from kickside_engine.runtime.config import PoolConfig
@@ -83,10 +84,13 @@ class ExecutorSet(Placement):
         stopping: threading.Event,
         on_free: Callable[[], None],
         on_failed: Callable[[KicksideError], None],
+        hooks: Hooks | None = None,
     ) -> None:
         super().__init__()
         self.db = db
         self.config = config
+        #: The app's ``on_start``, ``on_stop`` and ``on_discard`` hooks.
+        self.hooks = hooks or Hooks()
         #: The selector the loop waits on: each executor's pipe is registered with it (data:
         #: the executor) while the executor belongs to the set.
         self.selector = selector
@@ -227,6 +231,7 @@ class ExecutorSet(Placement):
         buffer, for the wait the start line reports)."""
         mono = time.monotonic()
         log_starts = starts_logged()
+        on_start = self.hooks.on_start
         batches: dict[Executor, list[ClaimedJob]] = {}
         for ex, claimed in assigned:
             deadline = mono + self._max_execution(ex, claimed).total_seconds()
@@ -236,6 +241,8 @@ class ExecutorSet(Placement):
                 restamp_run(self.db, claimed.lease_token, ex.version)
             if log_starts:
                 log_start(claimed, now)
+            if on_start:
+                fire(on_start, claimed.job)
             batches.setdefault(ex, []).append(claimed)
         for ex, jobs in batches.items():
             ex.dispatch(jobs)  # an async executor takes its jobs in one message
@@ -306,12 +313,17 @@ class ExecutorSet(Placement):
                 result = timeout_result(self._max_execution(ex, claimed), job.started_monotonic)
             info = self._info(ex, claimed.job.worker)
             backoff = info.backoff_for(claimed.job.is_slot) if info else DEFAULT_BACKOFF
-            self.pending.append(settlement_for(claimed, result, backoff=backoff))
+            settlement = settlement_for(claimed, result, backoff=backoff)
+            self.pending.append(settlement)
             self.running_by_queue[claimed.job.queue] -= 1
             self.leases.forget(claimed.lease_token)
             self.stats[result.kind.value] += 1
             self.recent_ms += (result.duration_ms - self.recent_ms) * 0.1
             log_stop(claimed, result)
+            if self.hooks.on_stop or self.hooks.on_discard:
+                discarded = settlement.values.get("state") == JobState.DISCARDED.value
+                kind, ms, error = result.kind.value, result.duration_ms, settlement.run_error
+                fire_stop(self.hooks, claimed.job, kind, ms, error, discarded=discarded)
         self.on_free()
         if ex.retiring and not ex.jobs and ex in self.executors:
             if ex.is_async:

@@ -33,7 +33,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.errors import KicksideError, PermissionDeniedError, PoolFailedError
 from kickside_engine.models import ClaimedJob
 from kickside_engine.plugins.cron import SchedulePublication
-from kickside_engine.runtime.app import load_registry
+from kickside_engine.runtime.app import app_hooks, load_registry
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executor_set import ExecutorSet
 from kickside_engine.runtime.executors import Executor, refuse_while_bootstrapping
@@ -81,6 +81,8 @@ class WorkerPool:
         #: The cron entries this node runs, published on every heartbeat (none without plugins).
         self._schedule = SchedulePublication(config.schedule if config.run_plugins else ())
         self.stats: Counter[str] = Counter()
+        #: The app's pool-side hooks, loaded once (see :func:`app_hooks`).
+        self.hooks = app_hooks(config.registry, config.app)
         self.executor_set = ExecutorSet(
             db,
             config,
@@ -90,6 +92,7 @@ class WorkerPool:
             stopping=self._stop,
             on_free=self._want_claim,
             on_failed=self._executors_failed,
+            hooks=self.hooks,
         )
         self.producer = Producer(
             db,
@@ -294,7 +297,9 @@ class WorkerPool:
         signal_.subscribe(self.wakeups.on_local_wake)
         # Other processes' changes on PostgreSQL (this process's arrive through the signal).
         subscription: Subscription | None = None
-        plugins = PluginThread(self.db, self.config) if self.config.run_plugins else None
+        plugins = (
+            PluginThread(self.db, self.config, self.hooks) if self.config.run_plugins else None
+        )
         try:
             self.executor_set.start()
             if self.db.is_postgresql:

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from kickside_engine.clock import utcnow
+from kickside_engine.hooks import Discarded, Hooks, Rescued, fire
 from kickside_engine.store.database import Database
 from kickside_engine.store.leases import expire_leases, leases_still_held, renew_leases
 from kickside_engine.store.reconnect import Outage, RetryDelays
@@ -150,9 +151,11 @@ class PluginThread:
     database goes and one when it is back, on the ``kickside.plugins`` logger.
     """
 
-    def __init__(self, db: Database, config: PoolConfig) -> None:
+    def __init__(self, db: Database, config: PoolConfig, hooks: Hooks | None = None) -> None:
         self.db = db
         self.config = config
+        #: The app's ``on_rescue`` and ``on_discard`` hooks, called for each Lifeline rescue.
+        self.hooks = hooks or Hooks()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kickside-plugins", daemon=True)
 
@@ -164,6 +167,17 @@ class PluginThread:
         if self._thread.is_alive():
             self._thread.join(10)
 
+    def _rescued(self, jobs: list[Rescued]) -> None:
+        hooks = self.hooks
+        for rescued in jobs:
+            fire(hooks.on_rescue, rescued)
+            if rescued.discarded and hooks.on_discard:
+                error = "lease expired on its last attempt"
+                fire(
+                    hooks.on_discard,
+                    Discarded(rescued.job_id, rescued.worker, rescued.queue, error),
+                )
+
     def _run(self) -> None:
         from kickside_engine.plugins.runner import PluginSet
 
@@ -174,9 +188,11 @@ class PluginThread:
         outage = Outage(plugin_log, RetryDelays(base_seconds=TICK_SECONDS))
         while not self._stop.is_set():
             try:
-                plugins.tick(self.db, utcnow())
+                report = plugins.tick(self.db, utcnow())
             except Exception as exc:
                 self._stop.wait(outage.failed(exc))
                 continue
             outage.succeeded()
+            if report.rescue is not None and report.rescue.jobs:
+                self._rescued(report.rescue.jobs)
             self._stop.wait(TICK_SECONDS)

@@ -22,6 +22,7 @@ from kickside_tui.cli.context import (
     writes,
 )
 from kickside_tui.cli.options import JsonOption
+from kickside_tui.extras import require
 
 
 @config.with_options(config.WORKER)
@@ -66,7 +67,7 @@ def run_worker(ctx: typer.Context, flags: dict[str, Any], lease_seconds: float |
         if settings.options["lease"].source == "flag":
             raise InvalidArgumentError("give --lease or --lease-seconds, not both")
         kwargs["lease"] = timedelta(seconds=lease_seconds)
-    configure_logging(settings.value("log_level"))
+    configure_logging(settings.value("log_level"), settings.value("log_format"))
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app module is found from here
     # The supervisor imports the schedule's module (cron builds jobs here, not in executors).
@@ -77,12 +78,32 @@ def run_worker(ctx: typer.Context, flags: dict[str, Any], lease_seconds: float |
     pool_config = PoolConfig(**kwargs, schedule=entries)
     pool = WorkerPool(db, pool_config)
     pool.prepare()  # a role that may not write is one line, before the pool says it started
+    metrics_port = settings.value("metrics_port")
+    metrics = _serve_metrics(db, pool, metrics_port) if metrics_port else None
     queues = ",".join(f"{q}:{n}" for q, n in pool_config.queues.items())
     output.note(
         f"kickside worker {pool.node} on {db.display_url()} queues={queues} "
-        f"lease={_leases_text(pool_config)}" + (f" cron entries={len(entries)}" if entries else "")
+        f"lease={_leases_text(pool_config)}"
+        + (f" cron entries={len(entries)}" if entries else "")
+        + (f" metrics=:{metrics_port}/metrics" if metrics else "")
     )
-    pool.run()
+    try:
+        pool.run()
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _serve_metrics(db: Any, pool: WorkerPool, port: int) -> Any:
+    """Attach Prometheus metrics to ``pool`` and serve them on ``port`` (exit 2 without the
+    metrics extra, or with the port in use)."""
+    require(("prometheus_client",), extra="metrics", command="kickside worker --metrics-port")
+    from kickside_engine.runtime import PoolMetrics
+
+    metrics = PoolMetrics(db)
+    metrics.attach(pool)
+    metrics.serve(port)
+    return metrics
 
 
 def _leases_text(config: PoolConfig) -> str:

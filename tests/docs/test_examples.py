@@ -21,6 +21,7 @@ SCRIPTS = [
     "workers/transactions.py",
     "workers/timeouts.py",
     "workers/async_workers.py",
+    "hooks/run_hooks.py",
     "slots/mailboxes.py",
     "capacity/exports.py",
     "cron/run_cron.py",
@@ -31,6 +32,7 @@ SCRIPTS = [
 ELSEWHERE = {
     "workers/slow_tasks.py": "imported by workers/timeouts.py",
     "workers/io_tasks.py": "imported by workers/async_workers.py",
+    "hooks/tracing.py": "imported by hooks/run_hooks.py",
     "cron/scheduled.py": "imported by cron/run_cron.py",
     "pool/app_jobs.py": "imported by pool/embedded.py",
     "testing/signup.py": "imported by testing/test_signup.py",
