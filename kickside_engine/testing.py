@@ -18,7 +18,7 @@ import inspect
 import json
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,8 +27,8 @@ from kickside_engine.api import claim, record
 from kickside_engine.clock import utcnow
 from kickside_engine.execution import execute_with_timeout
 from kickside_engine.job_row import stored_args
-from kickside_engine.lifecycle import ResultKind
-from kickside_engine.models import Job, JobKind, JobState
+from kickside_engine.lifecycle import ExecutionResult, ResultKind
+from kickside_engine.models import ClaimedJob, Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome, storable_result
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_args
@@ -40,7 +40,7 @@ from kickside_engine.store.jobs import (
     waiting_jobs,
 )
 from kickside_engine.typed_args import encode_args
-from kickside_engine.workers import WorkerRegistry, spec_of
+from kickside_engine.workers import WorkerRegistry, WorkerSpec, spec_of
 
 MAX_DRAIN_ROUNDS = 10_000
 
@@ -93,6 +93,27 @@ def drain_jobs(
     workers the registry does not have are left waiting, as a pool leaves them, and counted in
     ``unknown_workers``.
     """
+    steps = drain_steps(db, registry, queue, with_scheduled, with_recursion, node)
+    claimed, result = advance(steps, None)
+    while claimed is not None:
+        claimed, result = advance(steps, execute_with_timeout(registry, claimed, timeout))
+    assert result is not None
+    return result
+
+
+DrainSteps = Generator[ClaimedJob, "ExecutionResult | None", DrainResult]
+
+
+def drain_steps(
+    db: Database,
+    registry: WorkerRegistry,
+    queue: str | None,
+    with_scheduled: bool,
+    with_recursion: bool,
+    node: str,
+) -> DrainSteps:
+    """A drain's database side, for :func:`drain_jobs` and its async twin alike: yields each
+    claimed job, takes back its result (recorded at once), and returns the tally."""
     result = DrainResult()
     for _ in range(MAX_DRAIN_ROUNDS):
         now = utcnow()
@@ -108,7 +129,8 @@ def drain_jobs(
                 if not batch:
                     break
                 for claimed in batch:
-                    outcome = execute_with_timeout(registry, claimed, timeout)
+                    outcome = yield claimed
+                    assert outcome is not None
                     record(db, [(claimed, outcome)], registry=registry)
                     result.counts[outcome.kind.value] += 1
                     ran += 1
@@ -118,6 +140,16 @@ def drain_jobs(
             result.unknown_workers.update(_unknown_workers(db, registry, queue, now))
             return result
     raise RuntimeError(f"drain_jobs gave up after {MAX_DRAIN_ROUNDS} rounds (a job loops?)")
+
+
+def advance(
+    steps: DrainSteps, outcome: ExecutionResult | None
+) -> tuple[ClaimedJob | None, DrainResult | None]:
+    """Hand ``outcome`` to the drain and take its next job, or (None, the tally) at its end."""
+    try:
+        return steps.send(outcome), None
+    except StopIteration as done:
+        return None, done.value
 
 
 def _unknown_workers(
@@ -267,8 +299,28 @@ def perform_job(
     value that is not an outcome becomes ``Done(result=value)``, its JSON form; a result that
     cannot be stored raises :class:`~kickside_engine.outcomes.ResultNotStorableError`).
     Exceptions propagate, so a test can assert on them. An ``async def`` worker is run to its
-    end with ``asyncio.run`` (so not from inside a running event loop, for now).
+    end with ``asyncio.run``; from inside a running event loop (an async test) use
+    :func:`~kickside_engine.async_testing.perform_job_async`.
     """
+    spec, decoded, job = job_to_perform(
+        worker, args, attempt=attempt, max_attempts=max_attempts, tags=tags, meta=meta
+    )
+    value = spec.perform(decoded, job)
+    if inspect.isawaitable(value):  # an async def worker: run it to its end here
+        value = asyncio.run(_awaited(value))
+    return performed(value)
+
+
+def job_to_perform(
+    worker: Any,
+    args: Any,
+    *,
+    attempt: int,
+    max_attempts: int | None,
+    tags: list[str] | None,
+    meta: Mapping[str, Any] | None,
+) -> tuple[WorkerSpec, Any, Job]:
+    """The worker's spec, its decoded args and the executing job :func:`perform_job` hands it."""
     spec = spec_of(worker)
     stored = stored_args(spec.encode_args(args))
     now = utcnow()
@@ -308,9 +360,11 @@ def perform_job(
         finalized_at=None,
         updated_at=now,
     )
-    value = spec.perform(spec.decode_args(stored), job)
-    if inspect.isawaitable(value):  # an async def worker: run it to its end here
-        value = asyncio.run(_awaited(value))
+    return spec, spec.decode_args(stored), job
+
+
+def performed(value: Any) -> Outcome:
+    """What ``perform`` returned, normalised as a pool stores it (see :func:`perform_job`)."""
     if value is None:
         return Done()
     if isinstance(value, Done):
@@ -324,3 +378,13 @@ def perform_job(
 
 async def _awaited(value: Any) -> Any:
     return await value
+
+
+def __getattr__(name: str) -> Any:
+    """The async helpers, importable from here too (defined in
+    :mod:`kickside_engine.async_testing`, loaded on first use)."""
+    if name in ("drain_jobs_async", "perform_job_async"):
+        from kickside_engine import async_testing
+
+        return getattr(async_testing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,7 @@ from kickside_engine.config_sources import (
 from kickside_engine.errors import PoolFailedError
 from kickside_engine.logs import LOG_LEVELS, configure_logging
 from kickside_engine.runtime.app import load_registry
+from kickside_engine.runtime.async_pool import AsyncWorkerPool
 from kickside_engine.runtime.config import (
     PoolConfig,
     parse_duration,
@@ -24,6 +25,7 @@ from kickside_engine.runtime.pool import WorkerPool
 from kickside_engine.runtime.reload import signal_reload
 
 __all__ = [
+    "AsyncWorkerPool",
     "CONFIG_ENV",
     "LOG_LEVELS",
     "OPTIONS",

@@ -132,6 +132,14 @@ class AsyncDatabase:
         local_signal(self.db).wake()
         return result
 
+    def sync_database(self) -> Database:
+        """A sync handle on the same database and schema, with an engine of its own (what a
+        worker pool or a drain runs on); dispose of it when done."""
+        url = self.engine.url
+        if url.drivername == "sqlite+aiosqlite":
+            url = url.set(drivername="sqlite")
+        return Database.from_url(url, schema=self.schema)
+
     async def dispose(self) -> None:
         """Close pooled connections if Kickside created the engine."""
         if self._owns_engine:
