@@ -25,10 +25,10 @@ from kickside_engine.runtime.pool import WorkerPool
 from kickside_engine.runtime.reload import signal_reload
 
 __all__ = [
-    "AsyncWorkerPool",
     "CONFIG_ENV",
     "LOG_LEVELS",
     "OPTIONS",
+    "AsyncWorkerPool",
     "ConfigFile",
     "Option",
     "PoolConfig",
