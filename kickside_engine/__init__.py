@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     )
     from kickside_engine.async_api import (
         cancel_job_async,
-        enqueue_async,
-        enqueue_fanout_async,
-        enqueue_many_async,
         get_job_async,
         get_job_statuses_async,
         get_job_statuses_tx_async,
@@ -38,6 +35,11 @@ if TYPE_CHECKING:
         wait_for_async,
         wake_job_async,
         wake_multi_async,
+    )
+    from kickside_engine.async_enqueue import (
+        enqueue_async,
+        enqueue_fanout_async,
+        enqueue_many_async,
     )
     from kickside_engine.backoff import Backoff
     from kickside_engine.builder import JobBuilder
@@ -116,9 +118,9 @@ _EXPORTS: dict[str, str] = {
     "node_name": "kickside_engine.api",
     "record": "kickside_engine.api",
     "cancel_job_async": "kickside_engine.async_api",
-    "enqueue_async": "kickside_engine.async_api",
-    "enqueue_fanout_async": "kickside_engine.async_api",
-    "enqueue_many_async": "kickside_engine.async_api",
+    "enqueue_async": "kickside_engine.async_enqueue",
+    "enqueue_fanout_async": "kickside_engine.async_enqueue",
+    "enqueue_many_async": "kickside_engine.async_enqueue",
     "get_job_async": "kickside_engine.async_api",
     "get_job_statuses_async": "kickside_engine.async_api",
     "get_job_statuses_tx_async": "kickside_engine.async_api",

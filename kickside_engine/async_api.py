@@ -1,19 +1,21 @@
-"""What asyncio applications call: enqueue, read, wake, nudge, cancel, retry and wait, awaited.
+"""What asyncio applications call: read, wake, nudge, cancel, retry and wait, awaited.
 
 Each function is the async form of the sync function it names, with the same arguments, the
-same rules and the same result, on an :class:`~kickside_engine.store.async_database.AsyncDatabase`.
+same rules and the same result, on an :class:`~kickside_engine.store.async_database.AsyncDatabase`
+(enqueueing, ``builder.insert_async`` included, is in :mod:`kickside_engine.async_enqueue`).
 None of them holds a rule of its own: each runs the sync implementation on an async connection
 (:meth:`AsyncDatabase.run`, SQLAlchemy's ``run_sync``), so a statement, its row mapping and the
 decisions around it exist once. ``conn`` is the caller's ``AsyncConnection`` or
-``AsyncSession``, whose transaction the job commits (or rolls back) with the caller's own data;
-without it the call runs in a transaction of its own::
+``AsyncSession``; without it the call runs in a transaction of its own::
 
     async with adb.begin() as conn:
         await conn.execute(insert(orders).values(...))
         await deliver_email.new({"order_id": 42}).insert_async(adb, conn=conn)
+        await wake_multi_async(adb, [("mailboxes", "user", "42")], conn=conn)
+    await nudge_workers_async(adb)
 
 On PostgreSQL the NOTIFY that wakes pools everywhere rides in that transaction, delivered on
-commit (nothing on rollback), exactly as for the sync insert.
+commit (nothing on rollback), exactly as for the sync calls.
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ from typing import TYPE_CHECKING, Any
 from kickside_engine.api import get_job, get_job_statuses
 from kickside_engine.audit import Actor
 from kickside_engine.clock import ensure_aware, utcnow
-from kickside_engine.enqueue import enqueue, enqueue_fanout, enqueue_many
 from kickside_engine.ids import parse_job_id
-from kickside_engine.models import Inserted, Job, JobState
+from kickside_engine.models import Job, JobState
 from kickside_engine.store.async_database import AsyncDatabase
 from kickside_engine.store.notify import local_signal
 from kickside_engine.waiting import JobResult, Waiting
@@ -46,47 +47,7 @@ from kickside_engine.wake import (
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-    from kickside_engine.builder import JobBuilder
-
     Transaction = AsyncConnection | AsyncSession
-
-
-async def enqueue_async(
-    adb: AsyncDatabase,
-    job: JobBuilder,
-    *,
-    conn: Transaction | None = None,
-    now: datetime | None = None,
-) -> Inserted:
-    """Insert one job, in ``conn``'s transaction or one of its own (see
-    :func:`~kickside_engine.enqueue.enqueue`; ``builder.insert_async`` calls this)."""
-    return await adb.run(lambda c: enqueue(adb.db, job, conn=c, now=now), conn=conn)
-
-
-async def enqueue_many_async(
-    adb: AsyncDatabase,
-    jobs: Sequence[JobBuilder],
-    *,
-    conn: Transaction | None = None,
-    now: datetime | None = None,
-) -> list[Inserted]:
-    """Insert many jobs, all or none (see :func:`~kickside_engine.enqueue.enqueue_many`)."""
-    return await adb.run(lambda c: enqueue_many(adb.db, jobs, conn=c, now=now), conn=conn)
-
-
-async def enqueue_fanout_async(
-    adb: AsyncDatabase,
-    template: JobBuilder,
-    args: Sequence[Any],
-    *,
-    conn: Transaction | None = None,
-    now: datetime | None = None,
-) -> list[Inserted]:
-    """Insert one job per element of ``args`` (see
-    :func:`~kickside_engine.enqueue.enqueue_fanout`)."""
-    return await adb.run(
-        lambda c: enqueue_fanout(adb.db, template, args, conn=c, now=now), conn=conn
-    )
 
 
 async def get_job_async(

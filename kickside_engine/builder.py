@@ -152,8 +152,8 @@ class JobBuilder:
     ) -> Inserted:
         """Insert the job from asyncio code, in ``conn``'s transaction (an ``AsyncConnection``
         or ``AsyncSession``) or one of its own (see
-        :func:`~kickside_engine.async_api.enqueue_async`)."""
-        from kickside_engine.async_api import enqueue_async
+        :func:`~kickside_engine.async_enqueue.enqueue_async`)."""
+        from kickside_engine.async_enqueue import enqueue_async
 
         return await enqueue_async(adb, self, conn=conn, now=now)
 

@@ -378,13 +378,3 @@ def performed(value: Any) -> Outcome:
 
 async def _awaited(value: Any) -> Any:
     return await value
-
-
-def __getattr__(name: str) -> Any:
-    """The async helpers, importable from here too (defined in
-    :mod:`kickside_engine.async_testing`, loaded on first use)."""
-    if name in ("drain_jobs_async", "perform_job_async"):
-        from kickside_engine import async_testing
-
-        return getattr(async_testing, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
