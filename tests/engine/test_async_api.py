@@ -99,8 +99,8 @@ async def test_an_insert_in_a_committed_transaction_is_there_and_wakes_the_pools
     subscription = listen(db, payloads) if db.is_postgresql else None
     try:
         async with adb.begin() as conn:
-            inserted = await JobBuilder("w", {"n": 1}).queue("q_commit").insert_async(
-                adb, conn=conn
+            inserted = (
+                await JobBuilder("w", {"n": 1}).queue("q_commit").insert_async(adb, conn=conn)
             )
             # Not visible outside the transaction before it commits.
             assert _state(db, inserted.id) is None
@@ -164,7 +164,9 @@ async def test_bulk_inserts_match_their_sync_twins_and_roll_back_whole(
     async_fan = await enqueue_fanout_async(adb, JobBuilder("w").tag("t"), args, now=NOW)
     for sync_ids, async_ids in ((sync_many, async_many), (sync_fan, async_fan)):
         assert [i.state for i in sync_ids] == [i.state for i in async_ids]
-        twins = [(get_job(db, s.id), get_job(db, a.id)) for s, a in zip(sync_ids, async_ids)]
+        twins = [
+            (get_job(db, s.id), get_job(db, a.id)) for s, a in zip(sync_ids, async_ids, strict=True)
+        ]
         assert all(s is not None and a is not None for s, a in twins)
         assert [_comparable(s) for s, _ in twins] == [_comparable(a) for _, a in twins]
     with pytest.raises(RuntimeError):
