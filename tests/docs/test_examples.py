@@ -40,6 +40,8 @@ ELSEWHERE = {
     "billing/billing.py": "test_getting_started.py",
     "billing/enroll.py": "test_getting_started.py",
     "billing/wake.py": "test_getting_started.py",
+    "asyncio/fastapi_app.py": "run by test_fastapi_example.py",
+    "asyncio/fastapi_jobs.py": "imported by asyncio/fastapi_app.py",
     "deploy/kickside-worker.service": "test_pages.py checks its commands",
     "deploy/kubernetes.yaml": "test_pages.py checks its commands",
 }
