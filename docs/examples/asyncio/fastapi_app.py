@@ -34,9 +34,13 @@ signups = Table(
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     async with adb.begin() as conn:
         await conn.run_sync(metadata.create_all)
-    # The pool runs beside the event loop (its executors are processes that import
-    # fastapi_jobs); leaving the block stops it gracefully, running jobs given their grace.
-    async with AsyncWorkerPool(adb, PoolConfig(app="fastapi_jobs", queues={"mailers": 10})):
+    # The pool runs beside the event loop; its executors are processes that import
+    # fastapi_jobs: here one async executor (an event loop running up to 100 jobs at once)
+    # and no process executors, as every worker is `async def`.
+    config = PoolConfig(
+        app="fastapi_jobs", queues={"mailers": 100}, process_executors=0, async_executors=1
+    )
+    async with AsyncWorkerPool(adb, config):  # leaving it stops the pool gracefully
         yield
     await adb.dispose()
 
