@@ -14,9 +14,9 @@ import sys
 from collections.abc import Iterator
 from types import ModuleType
 
+import httpx
 import pytest
 import sqlalchemy as sa
-import httpx
 
 from kickside_engine import Database, JobState, wait_for
 from kickside_engine.testing import refute_enqueued
