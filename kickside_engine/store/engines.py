@@ -80,12 +80,13 @@ def create_owned_async_engine(
             connect_args={"connect_timeout": 10, "application_name": "kickside"},
             **options,
         )
-    except (NoSuchModuleError, ModuleNotFoundError, ImportError) as exc:
+    except (NoSuchModuleError, ImportError) as exc:
         # greenlet (SQLAlchemy's asyncio bridge), aiosqlite or psycopg missing
+        missing = getattr(exc, "name", None) or str(exc)
+        extra = "postgres" if missing.startswith("psycopg") else "async"
         raise ConfigurationError(
-            f"the async API on {config.display_url()} needs {getattr(exc, 'name', None) or exc}, "
-            "which the async extra installs: pip install 'kickside[async]'"
-            + (" (and 'kickside[postgres]' for PostgreSQL)" if config.dialect != "sqlite" else "")
+            f"the async API on {config.display_url()} needs {missing}, which the {extra} extra "
+            f"installs: pip install 'kickside[{extra}]'"
         ) from None
 
 

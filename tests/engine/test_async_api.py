@@ -3,6 +3,8 @@ every async read and action against its sync twin."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -13,11 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kickside_engine import (
     AsyncDatabase,
+    ConfigurationError,
     Database,
     JobBuilder,
     JobState,
     MigrationError,
     NotFoundError,
+    Unique,
     WaitTimeoutError,
     cancel_job_async,
     connect_async_database,
@@ -153,6 +157,55 @@ async def test_an_insert_on_its_own_commits(db: Database, adb: AsyncDatabase) ->
     assert job is not None and job.args == {"a": 1}
 
 
+async def test_uniqueness_and_slot_enrolment_match_their_sync_twins(
+    db: Database, adb: AsyncDatabase
+) -> None:
+    unique = JobBuilder("w", {"n": 1}).unique(Unique.args())
+    first = await unique.insert_async(adb)
+    again = await unique.insert_async(adb)
+    assert (again.id, again.duplicate) == (first.id, True)
+    assert unique.insert(db).id == first.id  # the sync insert sees the same rule
+    slot = JobBuilder("w").slot("ns", "scope", "k", demand=True)
+    enrolled = await slot.insert_async(adb, now=NOW)
+    assert (await slot.insert_async(adb, now=NOW)).duplicate
+    sync_slot = JobBuilder("w").slot("ns", "scope", "k2", demand=True)
+    twin = sync_slot.insert(db, now=NOW)
+    assert sync_slot.insert(db, now=NOW).duplicate
+    a, b = get_job(db, enrolled.id), get_job(db, twin.id)
+    assert a is not None and b is not None
+    # updated_at may come from the database's clock (PostgreSQL's trigger on an update).
+    assert _comparable(a, "identity_key", "updated_at") == _comparable(
+        b, "identity_key", "updated_at"
+    )
+
+
+async def test_concurrent_requests_each_insert_in_their_own_transaction(
+    target: Target, db: Database
+) -> None:
+    """Many tasks at once on one pooled handle (SQLite writers wait their turn without blocking
+    the loop): every committed job is there, every rolled-back one is not."""
+    adb = connect_async_database(target.url, schema=target.schema, pool_size=4)
+
+    async def request(n: int) -> tuple[Any, bool]:
+        try:
+            async with adb.begin() as conn:
+                job = await JobBuilder("w", {"n": n}).insert_async(adb, conn=conn)
+                await asyncio.sleep(0.001)  # the request's other work, interleaved
+                if n % 3 == 0:
+                    raise LookupError(n)
+        except LookupError:
+            return job.id, False
+        return job.id, True
+
+    try:
+        outcomes = await asyncio.gather(*(request(n) for n in range(30)))
+    finally:
+        await adb.dispose()
+    kept = {job_id for job_id, committed in outcomes if committed}
+    assert set(get_job_statuses(db, [job_id for job_id, _ in outcomes])) == kept
+    assert len(kept) == 20
+
+
 @pytest.mark.parametrize("count", [3, COPY_FROM_ROWS + 5])
 async def test_bulk_inserts_match_their_sync_twins_and_roll_back_whole(
     db: Database, adb: AsyncDatabase, count: int
@@ -271,3 +324,21 @@ async def test_an_unmigrated_database_is_refused(target: Target, empty_db: Datab
     adb = connect_async_database(target.url, schema=target.schema, pooled=False)
     with pytest.raises(MigrationError):
         await JobBuilder("w").insert_async(adb)
+
+
+@pytest.mark.parametrize(
+    ("module", "url", "extra"),
+    [
+        ("aiosqlite", "sqlite:///{path}", "async"),
+        ("psycopg", "postgresql://app:secret@db.example/app", "postgres"),
+    ],
+)
+def test_a_missing_async_driver_names_its_extra(
+    module: str, url: str, extra: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # `import module` fails
+    with pytest.raises(ConfigurationError) as refused:
+        connect_async_database(url.format(path=tmp_path / "app.sqlite3"))
+    message = str(refused.value)
+    assert f"needs {module}, which the {extra} extra installs" in message
+    assert f"pip install 'kickside[{extra}]'" in message and "secret" not in message
