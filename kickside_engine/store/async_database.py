@@ -78,7 +78,7 @@ class AsyncDatabase:
     async def require_current_schema(self) -> None:
         """Raise :class:`MigrationError` unless the schema is at this Kickside's head revision
         (checked once per handle, as :meth:`Database.require_current_schema` does)."""
-        if self.db._schema_current:
+        if self.db.schema_is_current:
             return
         async with self.read(check_schema=False) as conn:
             current = await conn.run_sync(read_current, self.schema)

@@ -117,6 +117,11 @@ class Database:
             raise problem
         self._schema_current = True
 
+    @property
+    def schema_is_current(self) -> bool:
+        """Whether a check found the schema at head (:meth:`require_current_schema` is free)."""
+        return self._schema_current
+
     def schema_verified(self) -> None:
         """Record that the schema was just found at head (spares this handle its own check)."""
         self._schema_current = True
