@@ -25,6 +25,22 @@ if TYPE_CHECKING:
         node_name,
         record,
     )
+    from kickside_engine.async_api import (
+        cancel_job_async,
+        get_job_async,
+        get_job_statuses_async,
+        get_job_statuses_tx_async,
+        nudge_workers_async,
+        retry_job_async,
+        wait_for_async,
+        wake_job_async,
+        wake_multi_async,
+    )
+    from kickside_engine.async_enqueue import (
+        enqueue_async,
+        enqueue_fanout_async,
+        enqueue_many_async,
+    )
     from kickside_engine.backoff import Backoff
     from kickside_engine.builder import JobBuilder
     from kickside_engine.config import DatabaseConfig, resolve_database_config
@@ -64,6 +80,7 @@ if TYPE_CHECKING:
         Snooze,
     )
     from kickside_engine.plugins.cron import Recurring
+    from kickside_engine.runtime.async_pool import AsyncWorkerPool
     from kickside_engine.slots import (
         PurgeResult,
         SlotInfo,
@@ -79,6 +96,7 @@ if TYPE_CHECKING:
         wake_job,
         wake_multi,
     )
+    from kickside_engine.store.async_database import AsyncDatabase, connect_async_database
     from kickside_engine.store.database import Database, connect_database
     from kickside_engine.store.listen import Subscription, listen
     from kickside_engine.typed_args import ArgsAdapter
@@ -99,6 +117,21 @@ _EXPORTS: dict[str, str] = {
     "get_job_statuses_tx": "kickside_engine.api",
     "node_name": "kickside_engine.api",
     "record": "kickside_engine.api",
+    "cancel_job_async": "kickside_engine.async_api",
+    "enqueue_async": "kickside_engine.async_enqueue",
+    "enqueue_fanout_async": "kickside_engine.async_enqueue",
+    "enqueue_many_async": "kickside_engine.async_enqueue",
+    "get_job_async": "kickside_engine.async_api",
+    "get_job_statuses_async": "kickside_engine.async_api",
+    "get_job_statuses_tx_async": "kickside_engine.async_api",
+    "nudge_workers_async": "kickside_engine.async_api",
+    "retry_job_async": "kickside_engine.async_api",
+    "wait_for_async": "kickside_engine.async_api",
+    "wake_job_async": "kickside_engine.async_api",
+    "wake_multi_async": "kickside_engine.async_api",
+    "AsyncWorkerPool": "kickside_engine.runtime.async_pool",
+    "AsyncDatabase": "kickside_engine.store.async_database",
+    "connect_async_database": "kickside_engine.store.async_database",
     "Backoff": "kickside_engine.backoff",
     "JobBuilder": "kickside_engine.builder",
     "DatabaseConfig": "kickside_engine.config",
@@ -200,6 +233,8 @@ __all__ = [
     "MAX_RESULT_BYTES",
     "ArgsAdapter",
     "ArgsDecodeError",
+    "AsyncDatabase",
+    "AsyncWorkerPool",
     "AuthenticationError",
     "Backoff",
     "Cancel",
@@ -242,29 +277,42 @@ __all__ = [
     "WakeResult",
     "WorkerRegistry",
     "WorkerSpec",
+    "cancel_job_async",
     "claim",
     "complete",
+    "connect_async_database",
     "connect_database",
     "control",
     "disable_slot",
     "enable_slot",
     "enqueue",
+    "enqueue_async",
     "enqueue_fanout",
+    "enqueue_fanout_async",
     "enqueue_many",
+    "enqueue_many_async",
     "fail",
     "get_job",
+    "get_job_async",
     "get_job_statuses",
+    "get_job_statuses_async",
     "get_job_statuses_tx",
+    "get_job_statuses_tx_async",
     "list_slots",
     "listen",
     "migrate",
     "node_name",
     "nudge_workers",
+    "nudge_workers_async",
     "park_job",
     "purge_slot",
     "record",
     "resolve_database_config",
+    "retry_job_async",
     "wait_for",
+    "wait_for_async",
     "wake_job",
+    "wake_job_async",
     "wake_multi",
+    "wake_multi_async",
 ]

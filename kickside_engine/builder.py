@@ -25,8 +25,10 @@ from kickside_engine.uniqueness import Unique
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
     from kickside_engine.hooks import Hooks
+    from kickside_engine.store.async_database import AsyncDatabase
     from kickside_engine.store.database import Database
     from kickside_engine.workers import WorkerSpec
 
@@ -146,6 +148,20 @@ class JobBuilder:
     ) -> Inserted:
         """Insert the job (see :func:`enqueue`)."""
         return enqueue(db, self, conn=conn, now=now)
+
+    async def insert_async(
+        self,
+        adb: AsyncDatabase,
+        *,
+        conn: AsyncConnection | AsyncSession | None = None,
+        now: datetime | None = None,
+    ) -> Inserted:
+        """Insert the job from asyncio code, in ``conn``'s transaction (an ``AsyncConnection``
+        or ``AsyncSession``) or one of its own (see
+        :func:`~kickside_engine.async_enqueue.enqueue_async`)."""
+        from kickside_engine.async_enqueue import enqueue_async
+
+        return await enqueue_async(adb, self, conn=conn, now=now)
 
     def __repr__(self) -> str:
         return f"JobBuilder({self.options.worker!r}, queue={self.options.queue!r})"

@@ -1,4 +1,4 @@
-"""Kickside's pytest plugin: the ``kickside_db`` fixture.
+"""Kickside's pytest plugin: the ``kickside_db`` and ``kickside_async_db`` fixtures.
 
 Registered under the ``pytest11`` entry point, so pytest loads it in any project that has
 Kickside installed. It imports the engine only when a test asks for the fixture, which keeps
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from kickside_engine.store.async_database import AsyncDatabase
     from kickside_engine.store.database import Database
 
 
@@ -30,3 +31,16 @@ def kickside_db(tmp_path: Path) -> Iterator[Database]:
         yield db
     finally:
         db.dispose()
+
+
+@pytest.fixture
+def kickside_async_db(kickside_db: Database) -> AsyncDatabase:
+    """An :class:`~kickside_engine.store.async_database.AsyncDatabase` on ``kickside_db``'s
+    database, for async tests (pytest-asyncio, anyio, any runner).
+
+    A plain fixture, not an async one, so it needs no async plugin: it opens a connection per
+    transaction and keeps none, so nothing it holds outlives the test's event loop.
+    """
+    from kickside_engine.store.async_database import connect_async_database
+
+    return connect_async_database(kickside_db.engine.url, pooled=False)

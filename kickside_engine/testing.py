@@ -18,7 +18,7 @@ import inspect
 import json
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,7 +42,7 @@ from kickside_engine.store.jobs import (
     waiting_jobs,
 )
 from kickside_engine.typed_args import encode_args
-from kickside_engine.workers import WorkerRegistry, spec_of
+from kickside_engine.workers import WorkerRegistry, WorkerSpec, spec_of
 
 MAX_DRAIN_ROUNDS = 10_000
 
@@ -96,6 +96,27 @@ def drain_jobs(
     ``unknown_workers``. The registry's middleware wraps each job and its pool hooks
     (``on_start``, ``on_stop``, ``on_discard``) are called as a pool calls them.
     """
+    steps = drain_steps(db, registry, queue, with_scheduled, with_recursion, node)
+    claimed, result = advance(steps, None)
+    while claimed is not None:
+        claimed, result = advance(steps, execute_with_timeout(registry, claimed, timeout))
+    assert result is not None
+    return result
+
+
+DrainSteps = Generator[ClaimedJob, "ExecutionResult | None", DrainResult]
+
+
+def drain_steps(
+    db: Database,
+    registry: WorkerRegistry,
+    queue: str | None,
+    with_scheduled: bool,
+    with_recursion: bool,
+    node: str,
+) -> DrainSteps:
+    """A drain's database side, for :func:`drain_jobs` and its async twin alike: yields each
+    claimed job, takes back its result (recorded at once), and returns the tally."""
     result = DrainResult()
     hooks = registry.hooks
     for _ in range(MAX_DRAIN_ROUNDS):
@@ -114,7 +135,8 @@ def drain_jobs(
                 for claimed in batch:
                     if hooks.on_start:
                         fire(hooks.on_start, claimed.job)
-                    outcome = execute_with_timeout(registry, claimed, timeout)
+                    outcome = yield claimed
+                    assert outcome is not None
                     record(db, [(claimed, outcome)], registry=registry)
                     if hooks.on_stop or hooks.on_discard:
                         _stopped(hooks, registry, claimed, outcome)
@@ -138,6 +160,16 @@ def _stopped(
     discarded = settled.values.get("state") == JobState.DISCARDED.value
     kind, ms, error = outcome.kind.value, outcome.duration_ms, settled.run_error
     fire_stop(hooks, claimed.job, kind, ms, error, discarded=discarded)
+
+
+def advance(
+    steps: DrainSteps, outcome: ExecutionResult | None
+) -> tuple[ClaimedJob | None, DrainResult | None]:
+    """Hand ``outcome`` to the drain and take its next job, or (None, the tally) at its end."""
+    try:
+        return steps.send(outcome), None
+    except StopIteration as done:
+        return None, done.value
 
 
 def _unknown_workers(
@@ -287,9 +319,35 @@ def perform_job(
     value that is not an outcome becomes ``Done(result=value)``, its JSON form; a result that
     cannot be stored raises :class:`~kickside_engine.outcomes.ResultNotStorableError`).
     The registry's middleware wraps the call, as in an executor. Exceptions propagate, so a
-    test can assert on them. An ``async def`` worker is run to its
-    end with ``asyncio.run`` (so not from inside a running event loop, for now).
+    test can assert on them. An ``async def`` worker is run to its end with ``asyncio.run``;
+    from inside a running event loop (an async test) use
+    :func:`~kickside_engine.async_testing.perform_job_async`.
     """
+    spec, decoded, job = job_to_perform(
+        worker, args, attempt=attempt, max_attempts=max_attempts, tags=tags, meta=meta
+    )
+    value = middleware_wrapped(spec)(decoded, job)
+    if inspect.isawaitable(value):  # an async def worker: run it to its end here
+        value = asyncio.run(_awaited(value))
+    return performed(value)
+
+
+def middleware_wrapped(spec: WorkerSpec) -> Any:
+    """``spec``'s perform inside the middleware of its registry, as an executor runs it."""
+    hooks = spec.hooks
+    return hooks.perform_of(spec) if hooks is not None and hooks.wraps(spec) else spec.perform
+
+
+def job_to_perform(
+    worker: Any,
+    args: Any,
+    *,
+    attempt: int,
+    max_attempts: int | None,
+    tags: list[str] | None,
+    meta: Mapping[str, Any] | None,
+) -> tuple[WorkerSpec, Any, Job]:
+    """The worker's spec, its decoded args and the executing job :func:`perform_job` hands it."""
     spec = spec_of(worker)
     stored = stored_args(spec.encode_args(args))
     now = utcnow()
@@ -329,12 +387,11 @@ def perform_job(
         finalized_at=None,
         updated_at=now,
     )
-    # Inside the middleware of the worker's registry, as an executor runs it.
-    hooks = spec.hooks
-    perform = hooks.perform_of(spec) if hooks is not None and hooks.wraps(spec) else spec.perform
-    value = perform(spec.decode_args(stored), job)
-    if inspect.isawaitable(value):  # an async def worker: run it to its end here
-        value = asyncio.run(_awaited(value))
+    return spec, spec.decode_args(stored), job
+
+
+def performed(value: Any) -> Outcome:
+    """What ``perform`` returned, normalised as a pool stores it (see :func:`perform_job`)."""
     if value is None:
         return Done()
     if isinstance(value, Done):

@@ -62,28 +62,42 @@ def wait_for(
     :class:`~kickside_engine.errors.NotFoundError`, as does a job pruned while waited for.
     A slot never becomes final: waiting for one ends only with the timeout.
     """
-    limit = _timeout_seconds(timeout)
-    deadline = None if limit is None else time.monotonic() + limit
-    pause = FIRST_POLL_SECONDS
-    state: JobState | None = None
+    waiting = Waiting(job_id, timeout)
     while True:
-        job = get_job(db, job_id)
+        outcome = waiting.after(get_job(db, job_id))
+        if isinstance(outcome, JobResult):
+            return outcome
+        time.sleep(outcome)
+
+
+class Waiting:
+    """The rules of one wait, for :func:`wait_for` and its async twin alike: what each read
+    of the job means, and how long to pause before the next."""
+
+    def __init__(self, job_id: uuid.UUID | str, timeout: float | timedelta | None) -> None:
+        self.job_id = job_id
+        self.limit = _timeout_seconds(timeout)
+        self.deadline = None if self.limit is None else time.monotonic() + self.limit
+        self.pause = FIRST_POLL_SECONDS
+
+    def after(self, job: Job | None) -> JobResult | float:
+        """How the wait ended with ``job`` as just read, or the seconds to pause before the
+        next read; raises :class:`NotFoundError` or :class:`WaitTimeoutError`."""
         if job is None:
-            raise NotFoundError(f"no job with id {job_id}", {"job_id": str(job_id)})
+            raise NotFoundError(f"no job with id {self.job_id}", {"job_id": str(self.job_id)})
         if job.state in FINAL_STATES:
             return JobResult.of(job)
-        state = job.state
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WaitTimeoutError(
-                    f"job {job.id} is still {state.value} after waiting {limit:g}s",
-                    {"job_id": str(job.id), "state": state.value},
-                )
-            time.sleep(min(pause, left))
-        else:
-            time.sleep(pause)
-        pause = min(pause * _GROWTH, MAX_POLL_SECONDS)
+        pause = self.pause
+        self.pause = min(pause * _GROWTH, MAX_POLL_SECONDS)
+        if self.deadline is None:
+            return pause
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise WaitTimeoutError(
+                f"job {job.id} is still {job.state.value} after waiting {self.limit:g}s",
+                {"job_id": str(job.id), "state": job.state.value},
+            )
+        return min(pause, left)
 
 
 def _timeout_seconds(timeout: float | timedelta | None) -> float | None:

@@ -23,8 +23,9 @@ then see the flag).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
@@ -292,19 +293,30 @@ def nudge_workers(db: Database, *, now: datetime | None = None) -> int:
     """
     now = ensure_aware(now, "now") if now is not None else utcnow()
     local_signal(db).wake()
-    try:
+    with nudge_errors():
         if db.is_postgresql:
             with db.begin() as conn:
-                notify_in_transaction(db, conn, "nudge")
-                live = live_pools(db, conn, now)
-        else:
-            with db.read() as conn:
-                live = live_pools(db, conn, now)
+                return nudge_in_transaction(db, conn, now)
+        with db.read() as conn:
+            return nudge_in_transaction(db, conn, now)
+
+
+def nudge_in_transaction(db: Database, conn: Connection, now: datetime) -> int:
+    """What :func:`nudge_workers` sends and reads in its transaction: the ``nudge`` NOTIFY
+    (PostgreSQL), then 1 when a live pool exists, else 0."""
+    notify_in_transaction(db, conn, "nudge")
+    return 1 if live_pools(db, conn, now) > 0 else 0
+
+
+@contextlib.contextmanager
+def nudge_errors() -> Iterator[None]:
+    """A failure to nudge as :func:`nudge_workers` reports it (a :class:`KicksideError`)."""
+    try:
+        yield
     except KicksideError:
         raise
     except SQLAlchemyError as exc:
         raise KicksideError(f"could not notify the worker pools: {exc}") from exc
-    return 1 if live > 0 else 0
 
 
 def _audit_wake(

@@ -177,18 +177,28 @@ def _job_action(
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
     with db.begin() as conn:
-        current = locked_job(db, conn, parsed)
-        check_action(current, action)
-        changed = apply_job_action(db, conn, current, action, actor, now)
-        if changed is None:
-            raise ConflictError(
-                f"job {parsed} changed during {action}; look again",
-                details={"state": current.state.value, "action": action, "job_id": str(parsed)},
-            )
-        details = _audit_details(current, changed)
-        record_audit(db, conn, actor, action, "job", str(parsed), details, now)
+        changed = job_action_in_transaction(db, conn, parsed, action, actor, now)
     if changed.state is JobState.AVAILABLE:
         local_signal(db).wake(changed.queue)
+    return changed
+
+
+def job_action_in_transaction(
+    db: Database, conn: Connection, job_id: uuid.UUID, action: str, actor: Actor, now: datetime
+) -> Job:
+    """Lock, check and apply ``action`` (retry, cancel, discard) to the job, with its audit
+    row, in ``conn``'s transaction: what :func:`retry_job`, :func:`cancel_job` and
+    :func:`discard_job` do inside the transaction they begin. Returns the job as changed."""
+    current = locked_job(db, conn, job_id)
+    check_action(current, action)
+    changed = apply_job_action(db, conn, current, action, actor, now)
+    if changed is None:
+        raise ConflictError(
+            f"job {job_id} changed during {action}; look again",
+            details={"state": current.state.value, "action": action, "job_id": str(job_id)},
+        )
+    details = _audit_details(current, changed)
+    record_audit(db, conn, actor, action, "job", str(job_id), details, now)
     return changed
 
 

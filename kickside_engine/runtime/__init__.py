@@ -16,6 +16,7 @@ from kickside_engine.config_sources import (
 from kickside_engine.errors import PoolFailedError
 from kickside_engine.logs import LOG_LEVELS, configure_logging
 from kickside_engine.runtime.app import load_registry
+from kickside_engine.runtime.async_pool import AsyncWorkerPool
 from kickside_engine.runtime.config import (
     PoolConfig,
     parse_duration,
@@ -42,6 +43,7 @@ __all__ = [
     "CONFIG_ENV",
     "LOG_LEVELS",
     "OPTIONS",
+    "AsyncWorkerPool",
     "ConfigFile",
     "Option",
     "PoolConfig",

@@ -42,7 +42,14 @@ class Database:
     application's ``Engine`` to the constructor.
     """
 
-    def __init__(self, engine: Engine, *, schema: str | None = None, owns_engine: bool = False):
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        schema: str | None = None,
+        owns_engine: bool = False,
+        url: URL | None = None,
+    ):
         dialect = engine.dialect.name
         if dialect not in ("sqlite", "postgresql"):
             raise ConfigurationError(f"unsupported database {dialect!r}: use SQLite or PostgreSQL")
@@ -53,8 +60,10 @@ class Database:
         self.dialect: str = dialect
         self.tables: Tables = build_tables(schema)
         self._owns_engine = owns_engine
-        # Rendered once: every enqueue looks up this process's wake signal by it.
-        self._display_url = display_url(engine.url)
+        # Rendered once: every enqueue looks up this process's wake signal by it. ``url``: the
+        # one the application gave, when ``engine`` is an adaptation of it (an async engine's
+        # ``sync_engine`` runs sqlite+aiosqlite), so both handles share one signal.
+        self._display_url = display_url(url if url is not None else engine.url)
         self._schema_current = False
 
     @classmethod
@@ -107,6 +116,11 @@ class Database:
         if problem is not None:
             raise problem
         self._schema_current = True
+
+    @property
+    def schema_is_current(self) -> bool:
+        """Whether a check found the schema at head (:meth:`require_current_schema` is free)."""
+        return self._schema_current
 
     def schema_verified(self) -> None:
         """Record that the schema was just found at head (spares this handle its own check)."""

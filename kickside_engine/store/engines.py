@@ -9,11 +9,14 @@ application hands over is used as it is (:class:`~kickside_engine.store.database
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import NoSuchModuleError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 from kickside_engine.config import DatabaseConfig
 from kickside_engine.errors import ConfigurationError
@@ -46,10 +49,58 @@ def create_owned_engine(config: DatabaseConfig, *, pool_size: int, create: bool)
         ) from None
 
 
+def create_owned_async_engine(
+    config: DatabaseConfig, *, pool_size: int, create: bool, pooled: bool = True
+) -> AsyncEngine:
+    """An asyncio engine for ``config``'s database, tuned as :func:`create_owned_engine` tunes
+    a sync one: psycopg's async driver on PostgreSQL, aiosqlite on SQLite (whose connections
+    get the same pragmas and ``BEGIN IMMEDIATE`` writes).
+
+    ``pooled=False`` opens a connection per transaction (``NullPool``): nothing outlives the
+    event loop that used it, as a test that runs each case on a loop of its own needs.
+    """
+    try:
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
+
+        options: dict[str, Any] = {} if pooled else {"poolclass": NullPool}
+        if config.dialect == "sqlite":
+            check_sqlite_file(config.url, create=create)
+            engine = create_async_engine(
+                config.url.set(drivername="sqlite+aiosqlite"),
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+                **options,
+            )
+            tune_sqlite_engine(engine.sync_engine)
+            return engine
+        if pooled:
+            options.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+        return create_async_engine(
+            config.url,
+            connect_args={"connect_timeout": 10, "application_name": "kickside"},
+            **options,
+        )
+    except (NoSuchModuleError, ImportError) as exc:
+        # greenlet (SQLAlchemy's asyncio bridge), aiosqlite or psycopg missing
+        missing = getattr(exc, "name", None) or str(exc)
+        extra = "postgres" if missing.startswith("psycopg") else "async"
+        raise ConfigurationError(
+            f"the async API on {config.display_url()} needs {missing}, which the {extra} extra "
+            f"installs: pip install 'kickside[{extra}]'"
+        ) from None
+
+
 def _create_sqlite_engine(url: URL) -> Engine:
     """A SQLite engine whose connections use WAL, a busy timeout and foreign keys, and whose
     write transactions take the write lock up front."""
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    tune_sqlite_engine(engine)
+    return engine
+
+
+def tune_sqlite_engine(engine: Engine) -> None:
+    """Give a SQLite engine's connections WAL, a busy timeout and foreign keys, and its write
+    transactions ``BEGIN IMMEDIATE`` (an async engine: pass its ``sync_engine``)."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -70,5 +121,3 @@ def _create_sqlite_engine(url: URL) -> Engine:
             conn.exec_driver_sql("BEGIN")
         else:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine

@@ -7,6 +7,7 @@ on SQLite nothing (pools there poll, and the caller wakes this process's pools a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
@@ -166,8 +167,7 @@ def copy_rows(db: Database, conn: Connection, rows: Iterable[dict[str, Any]]) ->
     table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
     names = ", ".join(f'"{c}"' for c in columns)
     json_at = [i for i, c in enumerate(columns) if c in _JSON_COLUMNS]
-    driver: Any = conn.connection.driver_connection
-    with driver.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+    with _copy(conn, f"COPY {table} ({names}) FROM STDIN") as copy:
         for row in itertools.chain((first,), stream):
             values = list(row.values())
             for i in json_at:
@@ -181,10 +181,58 @@ def copy_lines(db: Database, conn: Connection, columns: list[str], lines: Iterat
     the job table, inside ``conn``'s transaction (PostgreSQL)."""
     table = db.engine.dialect.identifier_preparer.format_table(db.tables.job)
     names = ", ".join(f'"{c}"' for c in columns)
-    driver: Any = conn.connection.driver_connection
-    with driver.cursor() as cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+    with _copy(conn, f"COPY {table} ({names}) FROM STDIN") as copy:
         while chunk := "".join(itertools.islice(lines, _COPY_CHUNK)):
             copy.write(chunk)
+
+
+@contextlib.contextmanager
+def _copy(conn: Connection, statement: str) -> Iterator[Any]:
+    """psycopg's ``Copy`` of ``statement`` on ``conn``'s driver connection.
+
+    On an async engine's connection (a sync ``Connection`` handed over by ``run_sync``) the
+    driver's copy is asynchronous: each call is awaited through SQLAlchemy's greenlet bridge,
+    so the same COPY code streams on either kind of connection.
+    """
+    driver: Any = conn.connection.driver_connection
+    if not conn.dialect.is_async:
+        with driver.cursor() as cursor, cursor.copy(statement) as copy:
+            yield copy
+        return
+    from sqlalchemy.util import await_only
+
+    cursor = driver.cursor()
+    try:
+        manager = cursor.copy(statement)
+        copy = await_only(manager.__aenter__())
+        try:
+            yield _AwaitedCopy(copy)
+        except BaseException as exc:
+            if not await_only(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            await_only(manager.__aexit__(None, None, None))
+    finally:
+        await_only(cursor.close())
+
+
+class _AwaitedCopy:
+    """psycopg's ``AsyncCopy`` with the sync ``Copy``'s methods (each call awaited)."""
+
+    __slots__ = ("_copy",)
+
+    def __init__(self, copy: Any) -> None:
+        self._copy = copy
+
+    def write(self, buffer: str) -> None:
+        from sqlalchemy.util import await_only
+
+        await_only(self._copy.write(buffer))
+
+    def write_row(self, row: Any) -> None:
+        from sqlalchemy.util import await_only
+
+        await_only(self._copy.write_row(row))
 
 
 def insert_slot(db: Database, conn: Connection, row: dict[str, Any]) -> Any:

@@ -42,6 +42,9 @@ ELSEWHERE = {
     "billing/billing.py": "test_getting_started.py",
     "billing/enroll.py": "test_getting_started.py",
     "billing/wake.py": "test_getting_started.py",
+    "asyncio/fastapi_app.py": "run by test_fastapi_example.py",
+    "asyncio/fastapi_jobs.py": "imported by asyncio/fastapi_app.py",
+    "asyncio/test_welcome.py": "run by test_the_async_testing_example_passes_under_pytest",
     "deploy/kickside-worker.service": "test_pages.py checks its commands",
     "deploy/kubernetes.yaml": "test_pages.py checks its commands",
 }
@@ -72,6 +75,18 @@ def test_the_testing_example_passes_under_pytest(tmp_path: Path) -> None:
         example_env(tmp_path, tmp_path),
     )
     assert "4 passed" in out, out
+
+
+def test_the_async_testing_example_passes_under_pytest(tmp_path: Path) -> None:
+    for name in ("fastapi_jobs.py", "test_welcome.py"):
+        shutil.copy(EXAMPLES / "asyncio" / name, tmp_path / name)
+    pytest_args = ["-q", "-p", "no:cacheprovider", "-W", "error", "test_welcome.py"]
+    out = run(
+        [sys.executable, "-m", "pytest", *pytest_args],
+        tmp_path,
+        example_env(tmp_path, tmp_path),
+    )
+    assert "2 passed" in out, out
 
 
 def test_every_example_is_run_and_shown() -> None:
