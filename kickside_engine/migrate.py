@@ -24,24 +24,29 @@ from kickside_engine.errors import NotFoundError
 from kickside_engine.store.database import Database
 from kickside_engine.store.revisions import (
     MIGRATIONS_DIR,
+    OLDEST_SCHEMA,
     VERSION_TABLE,
+    code_floor,
     head_revision,
     known_revisions,
     read_current,
-    schema_problem,
+    runs_on,
     unknown_revision,
 )
 
 __all__ = [
     "MIGRATIONS_DIR",
+    "OLDEST_SCHEMA",
     "VERSION_TABLE",
     "MigrationStatus",
+    "code_floor",
     "current_revision",
     "downgrade",
     "ensure_current",
     "head_revision",
     "migration_transaction",
     "revisions",
+    "runs_on",
     "status",
     "upgrade",
 ]
@@ -137,12 +142,13 @@ def downgrade(db: Database, revision: str) -> MigrationStatus:
 
 
 def ensure_current(db: Database) -> None:
-    """Raise :class:`MigrationError` unless the schema is at this Kickside's head revision.
+    """Raise :class:`MigrationError` unless this Kickside runs on the database's schema.
 
-    Always reads the revision (unlike the once-per-handle check of
-    :meth:`Database.require_current_schema`); once it passes, the handle's check has passed too.
+    It runs from its oldest supported schema (:data:`OLDEST_SCHEMA`) up to its head, and on a
+    newer schema whose migrations declared that they keep this code's head working
+    (expand/contract; see :mod:`kickside_engine.store.revisions`). Always reads the revision
+    (unlike the once-per-handle check of :meth:`Database.require_current_schema`); once it
+    passes, the handle's check has passed too.
     """
-    problem = schema_problem(current_revision(db))
-    if problem is not None:
-        raise problem
-    db.schema_verified()
+    db.schema_changed()
+    db.require_current_schema()
