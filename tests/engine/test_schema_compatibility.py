@@ -3,6 +3,7 @@ revision that still accepts its head; anything else is refused with both revisio
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -142,3 +143,14 @@ def test_migrate_status_names_the_nodes_the_upgrade_would_stop(
     assert "would stop:       web-7 on h1 (pid 42, code 2.3.1, schema head unknown" in (
         result.stdout
     )
+
+
+def test_doctor_warns_on_a_newer_schema_that_accepts_this_code(
+    db: Database, target: Target
+) -> None:
+    _as_if_a_newer_kickside_migrated(db, "zz99_expand", floor=HEAD)
+    result = runner.invoke(app, [*target.cli_args(), "doctor", "--json"])
+    assert result.exit_code == 1  # something needs attention
+    schema = json.loads(result.stdout)["findings"][0]
+    assert schema["check"] == "schema" and schema["status"] == "warn"
+    assert "zz99_expand" in schema["message"] and "upgrade this Kickside" in schema["message"]
