@@ -8,6 +8,10 @@ checked out into a temporary worktree and run with this venv's Python). While jo
 3. ``kickside migrate status`` names the running nodes the upgrade could stop;
 4. this release migrates; the previous release's pool restarts on the new schema and runs;
 5. every job completes exactly once.
+
+Steps 2 and 4 hold for expand steps, as the newest revision is today; for a release that
+declares otherwise (a contract step, or code that needs the new schema) the test checks that
+the pool is refused with both revisions named instead.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from kickside_engine import Database, JobBuilder, enqueue, migrate
+from kickside_engine import Database, JobBuilder, MigrationError, enqueue, migrate
+from kickside_engine.store.tables import build_tables
 
 from ..conftest import Target
 from ..support.processes import ROOT, stop, wait_for
@@ -108,6 +113,23 @@ class Release:
             check=False,
         )
 
+    def enqueue(self, target: Target, jobs: int) -> None:
+        """Enqueue ``jobs`` tick jobs with this release's engine."""
+        code = (
+            "import sys\n"
+            "from kickside_engine import JobBuilder, connect_database, enqueue\n"
+            "db = connect_database(sys.argv[1], schema=sys.argv[2] or None)\n"
+            f"for n in range({jobs}):\n"
+            "    enqueue(db, JobBuilder('tick', {'n': n, 'by': 'previous'}))\n"
+        )
+        subprocess.run(
+            [sys.executable, "-c", code, target.url, target.schema or ""],
+            cwd=self.code,
+            env=self.env,
+            check=True,
+            timeout=120,
+        )
+
     def head(self) -> str:
         code = "from kickside_engine import migrate; print(migrate.head_revision())"
         done = subprocess.run(
@@ -145,11 +167,13 @@ class Release:
 
 
 class Enqueuer:
-    """Enqueues a job every few milliseconds from its own handle until stopped."""
+    """Enqueues a job every few milliseconds from its own handle until stopped (this release's
+    application: while the schema refuses its code, it waits for the migration)."""
 
     def __init__(self, target: Target):
         self.db = target.open()
         self.count = 0
+        self.refused = 0
         self.halt = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -157,7 +181,11 @@ class Enqueuer:
     def _run(self) -> None:
         try:
             while not self.halt.wait(0.02):
-                enqueue(self.db, JobBuilder("tick", {"n": self.count}))
+                try:
+                    enqueue(self.db, JobBuilder("tick", {"n": self.count}))
+                except MigrationError:
+                    self.refused += 1
+                    continue
                 self.count += 1
         except BaseException as exc:  # reported by stop()
             self.error = exc
@@ -207,45 +235,57 @@ def test_old_and_new_pools_run_side_by_side_across_the_migration(
     old = Release("previous", previous_release, tmp_path, target, tmp_path)
     new = Release("current", ROOT, tmp_path, target, tmp_path)
     old_head, new_head = old.head(), new.head()
-    assert migrate.revisions().index(old_head) < migrate.revisions().index(new_head)
+    order = migrate.revisions().index
+    assert order(old_head) < order(new_head)
+    # What the two releases declare (expand steps make both true; the test checks either way).
+    new_runs_on_old = order(migrate.OLDEST_SCHEMA) <= order(old_head)
+    old_runs_on_new = migrate.runs_on(old_head, new_head)
 
     migrated = old.cli("migrate")
     assert migrated.returncode == 0, migrated.stderr
+    old.enqueue(target, 5)  # the previous release's application enqueues too
     enqueuer = Enqueuer(target)
     enqueuer.thread.start()
     pools = {"old-1": old.pool("old-1")}
     try:
         _runs_more(empty_db, pools, tmp_path, "old-1")
-        # This release's pool starts before `migrate` ran: it runs on the old schema.
+        # This release's pool starts before `migrate` ran.
         pools["new-1"] = new.pool("new-1")
-        _runs_more(empty_db, pools, tmp_path, "new-1")
+        if new_runs_on_old:
+            _runs_more(empty_db, pools, tmp_path, "new-1")
+        else:
+            _refused(pools.pop("new-1"), tmp_path, "new-1", old_head, migrate.OLDEST_SCHEMA)
 
         status = new.cli("migrate", "status", "--json")
         assert status.returncode == 1, status.stderr  # an upgrade is pending
         report = json.loads(status.stdout)
         assert report["current"] == old_head and report["head"] == new_head
-        # On the old schema no pool can publish its head: both are named as at risk.
-        assert {n["name"] for n in report["stopped_by_upgrade"]} == {"old-1", "new-1"}
         assert report["oldest_code_head"] == migrate.code_floor(new_head)
+        assert {n["name"] for n in report["stopped_by_upgrade"]} == _at_risk(
+            pools, old_head, old_runs_on_new
+        )
 
         upgraded = new.cli("migrate")
         assert upgraded.returncode == 0, upgraded.stderr
         before = _completed_by_node(empty_db)
-        _runs_more(
-            empty_db, pools, tmp_path, "old-1", before.get("old-1", 0)
-        )  # running pools carry on
-        _runs_more(empty_db, pools, tmp_path, "new-1", before.get("new-1", 0))
+        for node in pools:  # running pools carry on (they checked the schema at their start)
+            _runs_more(empty_db, pools, tmp_path, node, before.get(node, 0))
 
-        # The previous release restarts on the new schema (its head is accepted there).
+        # The previous release restarts on the new schema: accepted there, or refused.
         _pool_exits_cleanly(pools.pop("old-1"), tmp_path, "old-1")
         pools["old-2"] = old.pool("old-2")
-        _runs_more(empty_db, pools, tmp_path, "old-2")
-        _pool_exits_cleanly(pools.pop("new-1"), tmp_path, "new-1")
+        if old_runs_on_new:
+            _runs_more(empty_db, pools, tmp_path, "old-2")
+        else:
+            _refused(pools.pop("old-2"), tmp_path, "old-2", new_head, migrate.code_floor(new_head))
+        if "new-1" in pools:
+            _pool_exits_cleanly(pools.pop("new-1"), tmp_path, "new-1")
         pools["new-2"] = new.pool("new-2")
         _runs_more(empty_db, pools, tmp_path, "new-2")
         assert new.cli("migrate", "status").returncode == 0  # nothing pending any more
 
-        total = enqueuer.stop()
+        total = enqueuer.stop() + 5
+        assert enqueuer.refused == 0 or not new_runs_on_old
         wait_for(lambda: _all_final(empty_db) == total, timeout=60, what="the backlog to drain")
         for node in list(pools):
             _pool_exits_cleanly(pools.pop(node), tmp_path, node)
@@ -263,6 +303,22 @@ def test_old_and_new_pools_run_side_by_side_across_the_migration(
         versions = set(conn.execute(sa.select(run.c.code_version).distinct()).scalars())
     assert len(per_job) == total and all(n == 1 for _, n in per_job)  # once each
     assert versions == {"previous", "current"}
+
+
+def _at_risk(pools: dict[str, subprocess.Popen[bytes]], old_head: str, old_runs: bool) -> set[str]:
+    """The running nodes `migrate status` must name: those that cannot publish their schema
+    head (the column came with 0007), else the previous release's when it would be refused."""
+    published_from = build_tables(None).node.c.schema_head.info["since"]
+    if migrate.revisions().index(old_head) < migrate.revisions().index(published_from):
+        return set(pools)
+    return set() if old_runs else {n for n in pools if n.startswith("old-")}
+
+
+def _refused(proc: subprocess.Popen[bytes], logs: Path, node: str, *revisions: str) -> None:
+    """The pool exits 1 at once, its one-line error naming both revisions."""
+    assert proc.wait(60) == 1
+    log = (logs / f"{node}.log").read_text()
+    assert all(revision in log for revision in revisions), log[-2000:]
 
 
 def _all_final(db: Database) -> int:
