@@ -136,6 +136,9 @@ def record_compatibility(conn: Connection, schema: str | None) -> None:
     current = read_current(conn, schema)
     if current is None:
         return  # downgraded to base: no tables left to record in
+    floor = code_floor(current)
+    if read_recorded_floor(conn, schema, current) == floor:
+        return  # nothing changed (``alembic check``, an upgrade of a current schema)
     from sqlalchemy import delete, insert
 
     table = _setting_table(schema)
@@ -145,7 +148,7 @@ def record_compatibility(conn: Connection, schema: str | None) -> None:
         insert(table).values(
             namespace=COMPATIBILITY_NAMESPACE,
             key=COMPATIBILITY_KEY,
-            value={"schema": current, "oldest_code_head": code_floor(current)},
+            value={"schema": current, "oldest_code_head": floor},
             updated_at=utcnow(),
             updated_by="kickside migrate",
         )

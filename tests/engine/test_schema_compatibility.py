@@ -53,11 +53,20 @@ def test_the_floor_is_the_newest_declaration_up_to_a_revision() -> None:
     assert not migrate.runs_on("0005", "0007")  # 0007 accepts 0006 only, not older code
 
 
+def test_every_shipped_revision_declares_a_known_older_code_head() -> None:
+    for revision in migrate.revisions():
+        floor = migrate.code_floor(revision)  # raises on a declaration that is not known
+        assert migrate.revisions().index(floor) <= migrate.revisions().index(revision)
+        assert migrate.runs_on(floor, revision)
+
+
 def test_every_migration_records_the_oldest_code_its_schema_runs(empty_db: Database) -> None:
     migrate.upgrade(empty_db)
     assert _record(empty_db) == {"schema": HEAD, "oldest_code_head": migrate.code_floor(HEAD)}
     migrate.downgrade(empty_db, "0006")
     assert _record(empty_db) == {"schema": "0006", "oldest_code_head": "0005"}
+    migrate.upgrade(empty_db)  # a current schema upgraded again: the record is left as is
+    assert _record(empty_db) == {"schema": HEAD, "oldest_code_head": migrate.code_floor(HEAD)}
     assert COMPATIBILITY_NAMESPACE not in capacity_namespaces(empty_db)  # not a capacity group
 
 
