@@ -20,28 +20,36 @@ from alembic.config import Config
 from alembic.util.exc import CommandError
 from sqlalchemy import Connection, text
 
+from kickside_engine.clock import utcnow
 from kickside_engine.errors import NotFoundError
 from kickside_engine.store.database import Database
+from kickside_engine.store.nodes import NODE_STALE_AFTER, NodeHead, live_node_heads
 from kickside_engine.store.revisions import (
     MIGRATIONS_DIR,
+    OLDEST_SCHEMA,
     VERSION_TABLE,
+    code_floor,
     head_revision,
     known_revisions,
     read_current,
-    schema_problem,
+    runs_on,
     unknown_revision,
 )
 
 __all__ = [
     "MIGRATIONS_DIR",
+    "OLDEST_SCHEMA",
     "VERSION_TABLE",
     "MigrationStatus",
+    "NodeHead",
+    "code_floor",
     "current_revision",
     "downgrade",
     "ensure_current",
     "head_revision",
     "migration_transaction",
     "revisions",
+    "runs_on",
     "status",
     "upgrade",
 ]
@@ -56,6 +64,11 @@ class MigrationStatus:
     current: str | None
     head: str
     pending: tuple[str, ...]
+    #: The oldest code head that runs on the schema once it is at ``head`` (expand/contract).
+    oldest_code_head: str | None = None
+    #: Running nodes whose code would stop on the upgraded schema (their head is older than
+    #: ``oldest_code_head``, or they did not publish one), oldest first.
+    stopped_by_upgrade: tuple[NodeHead, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -89,7 +102,24 @@ def status(db: Database) -> MigrationStatus:
     if current is not None and current not in known:
         raise unknown_revision(current)
     start = known.index(current) + 1 if current is not None else 0
-    return MigrationStatus(current=current, head=head_revision(), pending=tuple(known[start:]))
+    pending = tuple(known[start:])
+    floor = code_floor(head_revision())
+    stopped: tuple[NodeHead, ...] = ()
+    if pending:
+        nodes = live_node_heads(db, revision=current, since=utcnow() - NODE_STALE_AFTER)
+        stopped = tuple(
+            n
+            for n in nodes
+            if n.schema_head is None  # a Kickside before 0007, or one on a schema before it
+            or (n.schema_head in known and not runs_on(n.schema_head, head_revision()))
+        )
+    return MigrationStatus(
+        current=current,
+        head=head_revision(),
+        pending=pending,
+        oldest_code_head=floor,
+        stopped_by_upgrade=stopped,
+    )
 
 
 @contextlib.contextmanager
@@ -137,12 +167,13 @@ def downgrade(db: Database, revision: str) -> MigrationStatus:
 
 
 def ensure_current(db: Database) -> None:
-    """Raise :class:`MigrationError` unless the schema is at this Kickside's head revision.
+    """Raise :class:`MigrationError` unless this Kickside runs on the database's schema.
 
-    Always reads the revision (unlike the once-per-handle check of
-    :meth:`Database.require_current_schema`); once it passes, the handle's check has passed too.
+    It runs from its oldest supported schema (:data:`OLDEST_SCHEMA`) up to its head, and on a
+    newer schema whose migrations declared that they keep this code's head working
+    (expand/contract; see :mod:`kickside_engine.store.revisions`). Always reads the revision
+    (unlike the once-per-handle check of :meth:`Database.require_current_schema`); once it
+    passes, the handle's check has passed too.
     """
-    problem = schema_problem(current_revision(db))
-    if problem is not None:
-        raise problem
-    db.schema_verified()
+    db.schema_changed()
+    db.require_current_schema()

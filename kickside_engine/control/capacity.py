@@ -19,6 +19,7 @@ from kickside_engine.errors import InvalidArgumentError, NotFoundError
 from kickside_engine.models import INCOMPLETE_STATES, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.keyed_claims import GroupLimits, read_group_limits
+from kickside_engine.store.revisions import COMPATIBILITY_NAMESPACE
 from kickside_engine.store.settings import check_setting_name, set_setting
 from kickside_engine.text import known_names
 
@@ -150,6 +151,7 @@ def capacity_groups(db: Database, now: datetime) -> list[CapacityGroupInfo]:
 def _namespaces(db: Database, conn: Connection) -> list[str]:
     job, setting = db.tables.job, db.tables.setting
     found = set(conn.execute(select(setting.c.namespace).distinct()).scalars())
+    found.discard(COMPATIBILITY_NAMESPACE)  # the migrations' record, not a capacity group
     groups = conn.execute(
         select(job.c.capacity_group)
         .where(job.c.capacity_group.is_not(None))

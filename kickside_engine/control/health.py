@@ -67,7 +67,18 @@ def _schema(db: Database) -> Finding:
     try:
         st = migrate.status(db)
     except KicksideError as exc:
-        return Finding("schema", "fail", str(exc))
+        try:  # a newer schema than this Kickside knows, which may still accept its code
+            migrate.ensure_current(db)
+        except KicksideError:
+            return Finding("schema", "fail", str(exc))
+        current = db.schema_revision
+        return Finding(
+            "schema",
+            "warn",
+            f"schema at {current}, newer than this Kickside knows (head "
+            f"{migrate.head_revision()}), which it accepts: upgrade this Kickside",
+            {"revision": current, "head": migrate.head_revision()},
+        )
     if st.up_to_date:
         return Finding("schema", "ok", f"schema at {st.head}", {"revision": st.current})
     return Finding(

@@ -21,12 +21,10 @@ from kickside_engine.control.queries import parse_job_id, read_runs
 from kickside_engine.errors import NotFoundError
 from kickside_engine.models import JobState, Run
 from kickside_engine.store.database import Database
+from kickside_engine.store.nodes import NODE_STALE_AFTER as NODE_STALE_AFTER
 from kickside_engine.store.notify import local_signal, notify_in_transaction
 from kickside_engine.store.rows import run_from_row
 from kickside_engine.text import known_names, validate_name
-
-#: A node whose last heartbeat is older than this is stale: it runs nothing any more.
-NODE_STALE_AFTER = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -79,6 +77,8 @@ class NodeInfo:
     #: The worker names the node can run, as it published them (None: not published, e.g. a
     #: pool of an older Kickside, or one whose executors have not loaded the app yet).
     workers: tuple[str, ...] | None = None
+    #: The newest schema revision the node's code knows (None: not published, an older pool).
+    schema_head: str | None = None
 
     def serves(self, queue: str, worker: str) -> bool | None:
         """Whether this node would claim a job of ``worker`` in ``queue`` (None: unknown)."""
@@ -114,7 +114,7 @@ def _node_queues(value: Any) -> dict[str, int]:
 
 def _nodes(db: Database, conn: Connection, now: datetime, *, live_only: bool) -> list[NodeInfo]:
     node = db.tables.node
-    stmt = select(node).order_by(node.c.name)
+    stmt = select(*(c for c in node.c if db.has_column(c))).order_by(node.c.name)
     if live_only:
         stmt = stmt.where(node.c.heartbeat_at >= now - NODE_STALE_AFTER)
     infos = []
@@ -134,6 +134,7 @@ def _nodes(db: Database, conn: Connection, now: datetime, *, live_only: bool) ->
                 heartbeat_age=age,
                 stale=age > NODE_STALE_AFTER,
                 workers=_node_workers(r.workers),
+                schema_head=r._mapping.get("schema_head"),
             )
         )
     return infos

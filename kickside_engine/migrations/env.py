@@ -8,7 +8,9 @@
   configured for (``KICKSIDE_DATABASE_URL`` and ``KICKSIDE_SCHEMA``, else the embedded SQLite
   file), migrated in the same kind of transaction. ``--sql`` prints the SQL instead.
 
-Either way the version table is Kickside's own (``kickside_alembic_version``), and autogenerate
+Either way the version table is Kickside's own (``kickside_alembic_version``), every migration
+records in the same transaction the oldest code head its new schema runs (expand/contract,
+:func:`~kickside_engine.store.revisions.record_compatibility`), and autogenerate
 compares the database with the store's metadata, looking at Kickside's tables only: a host
 application's tables in the same database are never proposed for removal.
 """
@@ -21,7 +23,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection, MetaData
 
-from kickside_engine.store.revisions import VERSION_TABLE
+from kickside_engine.store.revisions import VERSION_TABLE, record_compatibility
 from kickside_engine.store.tables import build_tables
 
 config = context.config
@@ -79,6 +81,7 @@ def _migrate(connection: Connection, schema: str | None) -> None:
     context.configure(connection=connection, **_options(schema, connection.dialect.name))
     with context.begin_transaction():
         context.run_migrations()
+        record_compatibility(connection, schema)
 
 
 def _migrate_from_the_alembic_command() -> None:

@@ -29,7 +29,7 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.store.database import Database, translate_errors
 from kickside_engine.store.engines import READ_ONLY_OPTION, create_owned_async_engine
 from kickside_engine.store.notify import local_signal
-from kickside_engine.store.revisions import read_current, schema_problem
+from kickside_engine.store.revisions import check_schema
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -76,16 +76,15 @@ class AsyncDatabase:
         return self.db.display_url()
 
     async def require_current_schema(self) -> None:
-        """Raise :class:`MigrationError` unless the schema is at this Kickside's head revision
+        """Raise :class:`MigrationError` unless this Kickside runs on the database's schema
         (checked once per handle, as :meth:`Database.require_current_schema` does)."""
         if self.db.schema_is_current:
             return
         async with self.read(check_schema=False) as conn:
-            current = await conn.run_sync(read_current, self.schema)
-        problem = schema_problem(current)
+            current, problem = await conn.run_sync(check_schema, self.schema)
         if problem is not None:
             raise problem
-        self.db.schema_verified()
+        self.db.schema_verified(current)
 
     @contextlib.asynccontextmanager
     async def begin(self, *, check_schema: bool = True) -> AsyncIterator[AsyncConnection]:

@@ -5,9 +5,11 @@ it: SQLite in WAL mode with a busy timeout, foreign keys on, and write transacti
 ``BEGIN IMMEDIATE``) or from the host application's own SQLAlchemy ``Engine``, in which case
 Kickside uses it as it is, so runtime SQL follows the host's database mapping.
 
-The first transaction on a handle checks that the schema is at this Kickside's head revision
-(:meth:`Database.require_current_schema`), once: a newer schema this code does not know, or an
-old one, is refused with a :class:`MigrationError` before anything is read or written.
+The first transaction on a handle checks that this Kickside runs on the schema
+(:meth:`Database.require_current_schema`), once: a schema older than the oldest this code runs
+on, or a newer one that does not accept this code (expand/contract,
+:mod:`~kickside_engine.store.revisions`), is refused with a :class:`MigrationError` before
+anything is read or written.
 
 Creating and tuning an owned engine lives in :mod:`~kickside_engine.store.engines`; reading
 driver errors (:func:`translate_errors`, :func:`unavailable_reason`, re-exported here) in
@@ -20,7 +22,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table
+from sqlalchemy import Column, Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, StatementError
@@ -29,7 +31,7 @@ from kickside_engine.config import display_url, resolve_database_config
 from kickside_engine.errors import ConfigurationError
 from kickside_engine.store.driver_errors import translate_errors, unavailable_reason
 from kickside_engine.store.engines import READ_ONLY_OPTION, create_owned_engine
-from kickside_engine.store.revisions import read_current, schema_problem
+from kickside_engine.store.revisions import check_schema, revision_at_least
 from kickside_engine.store.tables import Tables, build_tables
 
 __all__ = ["Database", "connect_database", "translate_errors", "unavailable_reason"]
@@ -65,6 +67,8 @@ class Database:
         # ``sync_engine`` runs sqlite+aiosqlite), so both handles share one signal.
         self._display_url = display_url(url if url is not None else engine.url)
         self._schema_current = False
+        #: The revision the schema was at when this handle last checked it.
+        self.schema_revision: str | None = None
 
     @classmethod
     def from_url(
@@ -102,29 +106,42 @@ class Database:
         return self._display_url
 
     def require_current_schema(self) -> None:
-        """Raise :class:`MigrationError` unless the schema is at this Kickside's head revision.
+        """Raise :class:`MigrationError` unless this Kickside runs on the database's schema.
 
-        Checked once per handle: after a check passed, this (and the check every transaction
-        makes through it) costs an attribute read. A failed check is not remembered, so a
-        handle works as soon as the schema is migrated.
+        It runs on a schema from its :data:`~kickside_engine.store.revisions.OLDEST_SCHEMA` up
+        to its head, and on a newer one whose migrations accept this code's head (expand/
+        contract). Checked once per handle: after a check passed, this (and the check every
+        transaction makes through it) costs an attribute read. A failed check is not
+        remembered, so a handle works as soon as the schema is migrated.
         """
         if self._schema_current:
             return
         with self.read(check_schema=False) as conn:
-            current = read_current(conn, self.schema)
-        problem = schema_problem(current)
+            current, problem = check_schema(conn, self.schema)
+        self.schema_revision = current
         if problem is not None:
             raise problem
         self._schema_current = True
 
     @property
     def schema_is_current(self) -> bool:
-        """Whether a check found the schema at head (:meth:`require_current_schema` is free)."""
+        """Whether a check found a schema this code runs on (:meth:`require_current_schema` is free)."""
         return self._schema_current
 
-    def schema_verified(self) -> None:
-        """Record that the schema was just found at head (spares this handle its own check)."""
+    def schema_verified(self, revision: str | None) -> None:
+        """Record that the schema was just found at ``revision``, one this code runs on
+        (spares this handle its own check)."""
+        self.schema_revision = revision
         self._schema_current = True
+
+    def has_column(self, column: Column[Any]) -> bool:
+        """Whether the schema has ``column`` (one added by a migration newer than the oldest
+        schema this code runs on carries ``info={"since": revision}``)."""
+        since = column.info.get("since")
+        if since is None:
+            return True
+        self.require_current_schema()
+        return revision_at_least(self.schema_revision, since)
 
     def schema_changed(self) -> None:
         """Forget the schema check (after a migration): the next transaction checks again."""

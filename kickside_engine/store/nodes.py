@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select
 
 from kickside_engine.store.database import Database
+from kickside_engine.store.revisions import head_revision, revision_at_least
+
+#: A node whose last heartbeat is older than this is stale: it runs nothing any more.
+NODE_STALE_AFTER = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ def heartbeat(db: Database, beat: NodeBeat, now: datetime) -> set[str]:
         "workers": beat.workers,
         "schedule": beat.schedule,
     }
+    if db.has_column(table.c.schema_head):
+        values["schema_head"] = head_revision()
     stmt = db.upsert_insert(table).values(**values)
     stmt = stmt.on_conflict_do_update(
         index_elements=["name"], set_={k: v for k, v in values.items() if k != "name"}
@@ -69,3 +75,37 @@ def local_node_pids(db: Database, host: str) -> list[tuple[str, int]]:
     with db.read() as conn:
         rows = conn.execute(select(table.c.name, table.c.pid).where(table.c.host == host))
         return [(r.name, r.pid) for r in rows]
+
+
+@dataclass(frozen=True)
+class NodeHead:
+    """A running node and the newest schema revision its code knows (None: not published)."""
+
+    name: str
+    host: str
+    pid: int
+    code_version: str | None
+    schema_head: str | None
+
+
+def live_node_heads(db: Database, *, revision: str | None, since: datetime) -> list[NodeHead]:
+    """Nodes whose heartbeat is at or after ``since``, read on a schema at ``revision``.
+
+    Reads without the handle's schema check (``kickside migrate status`` runs on any schema),
+    so a column the schema lacks is not selected.
+    """
+    if revision is None:
+        return []
+    table = db.tables.node
+    head_column = table.c.schema_head
+    columns = [table.c.name, table.c.host, table.c.pid, table.c.code_version]
+    if revision_at_least(revision, head_column.info["since"]):
+        columns.append(head_column)
+    with db.read(check_schema=False) as conn:
+        rows = conn.execute(
+            select(*columns).where(table.c.heartbeat_at >= since).order_by(table.c.name)
+        )
+        return [
+            NodeHead(r.name, r.host, r.pid, r.code_version, r._mapping.get("schema_head"))
+            for r in rows
+        ]

@@ -281,6 +281,9 @@ def build_tables(schema: str | None = None) -> Tables:
         # Migration 0004: what the pool serves and runs (None: a pool that did not publish).
         Column("workers", JSONDocument, nullable=True),
         Column("schedule", JSONDocument, nullable=True),
+        # Migration 0007: the newest revision the node's code knows. Newer than OLDEST_SCHEMA,
+        # so used only where Database.has_column finds it.
+        Column("schema_head", String(32), nullable=True, info={"since": "0007"}),
     )
     Index(None, node.c.heartbeat_at)
 

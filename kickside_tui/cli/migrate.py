@@ -23,6 +23,17 @@ def _report(st: migrate.MigrationStatus, as_json: bool, verb: str | None = None)
                 "head": st.head,
                 "pending": list(st.pending),
                 "up_to_date": st.up_to_date,
+                "oldest_code_head": st.oldest_code_head,
+                "stopped_by_upgrade": [
+                    {
+                        "name": n.name,
+                        "host": n.host,
+                        "pid": n.pid,
+                        "code_version": n.code_version,
+                        "schema_head": n.schema_head,
+                    }
+                    for n in st.stopped_by_upgrade
+                ],
             }
         )
         return
@@ -32,6 +43,15 @@ def _report(st: migrate.MigrationStatus, as_json: bool, verb: str | None = None)
     output.info(f"head revision:    {st.head}")
     if st.pending:
         output.info(f"pending:          {', '.join(st.pending)}")
+        output.info(f"upgraded, runs:   code whose schema head is {st.oldest_code_head} or newer")
+        if not st.stopped_by_upgrade:
+            output.info("would stop:       no running node")
+        for n in st.stopped_by_upgrade:
+            head = n.schema_head or "unknown (not published)"
+            output.info(
+                f"would stop:       {n.name} on {n.host} (pid {n.pid}, code "
+                f"{n.code_version or 'unknown'}, schema head {head})"
+            )
 
 
 @app.callback(invoke_without_command=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from kickside_engine.control import list_nodes
@@ -13,9 +15,29 @@ from kickside_tui.cli.output import Column
 
 
 @handles_errors
-def nodes(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def nodes(
+    ctx: typer.Context,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Only the nodes running on this host.")
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Exit 1 unless a listed node has a fresh heartbeat (a readiness probe: "
+            'kickside nodes --host "$(hostname)" --check).',
+        ),
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
     """List worker pools: host, PID, queues, code version, executors busy, heartbeat age."""
     infos = list_nodes(open_database(ctx), now())
+    if host is not None:
+        infos = [n for n in infos if n.host == host]
+    if check and not any(not n.stale for n in infos):
+        where = f" on host {host!r}" if host is not None else ""
+        output.error(f"no node{where} has a fresh heartbeat")
+        raise typer.Exit(1)
     if as_json:
         output.emit_json({"nodes": infos})
         return

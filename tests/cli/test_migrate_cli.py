@@ -28,6 +28,8 @@ def test_migrate_upgrades_then_reports_up_to_date(target: Target) -> None:
         "head": migrate.head_revision(),
         "pending": [],
         "up_to_date": True,
+        "oldest_code_head": migrate.code_floor(migrate.head_revision()),
+        "stopped_by_upgrade": [],
     }
 
 

@@ -83,6 +83,21 @@ def _deploy_commands() -> list[tuple[str, list[str], dict[str, str]]]:
     return found
 
 
+def _probe_commands() -> list[tuple[str, list[str]]]:
+    """The Kubernetes probes' `kickside` command lines (``sh -c "exec kickside ..."``)."""
+    found = []
+    for document in yaml.safe_load_all((DEPLOY / "kubernetes.yaml").read_text()):
+        for container in document["spec"]["template"]["spec"]["containers"]:
+            for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+                if probe in container:
+                    shell, flag, script = container[probe]["exec"]["command"]
+                    assert (shell, flag) == ("sh", "-c")
+                    argv = shlex.split(script.replace("$HOSTNAME", "pod-1"))
+                    assert argv[0] == "exec"
+                    found.append((f"kubernetes.yaml {container['name']} {probe}", argv[1:]))
+    return found
+
+
 def test_every_command_on_the_pages_exists_with_its_options() -> None:
     commands = _console_commands()
     assert len(commands) > 100
@@ -106,6 +121,14 @@ def test_the_deploy_files_start_valid_pools() -> None:
             lease=parse_duration(lease),
             queue_leases=parse_queue_leases(given.get("--queue-leases", "")),
         )
+
+
+def test_the_kubernetes_probe_is_the_tested_readiness_command() -> None:
+    # tests/cli/test_health_probe_cli.py runs this command against a real pool.
+    probes = _probe_commands()
+    assert [argv for _, argv in probes] == [["kickside", "nodes", "--host", "pod-1", "--check"]]
+    for where, argv in probes:
+        check_kickside_command(argv, where)
 
 
 def test_dashboard_keys_the_pages_name_are_bound() -> None:

@@ -18,6 +18,8 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
+#: Expand: code at 0005 never reads the column and inserts without it (NULL), so it runs on.
+oldest_code_head = "0005"
 
 
 def _schema() -> str | None:
