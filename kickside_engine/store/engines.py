@@ -1,7 +1,8 @@
 """Creating the SQLAlchemy engine Kickside owns: one per dialect, tuned for the engine's work.
 
 SQLite runs in WAL mode with a busy timeout of :data:`SQLITE_BUSY_TIMEOUT_MS`, foreign keys on,
-and write transactions started with ``BEGIN IMMEDIATE`` (a read transaction, marked with the
+the ``synchronous`` mode the URL or the environment chose
+(:mod:`~kickside_engine.store.sqlite_durability`), and write transactions started with ``BEGIN IMMEDIATE`` (a read transaction, marked with the
 :data:`READ_ONLY_OPTION` execution option, starts a deferred ``BEGIN``). PostgreSQL gets a
 bounded pool, a connect timeout and the ``kickside`` application name. An engine the host
 application hands over is used as it is (:class:`~kickside_engine.store.database.Database`).
@@ -17,6 +18,7 @@ from sqlalchemy.exc import NoSuchModuleError
 
 from kickside_engine.config import DatabaseConfig
 from kickside_engine.errors import ConfigurationError
+from kickside_engine.store.sqlite_durability import synchronous_mode, without_synchronous
 from kickside_engine.store.sqlite_file import check_sqlite_file
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -47,9 +49,12 @@ def create_owned_engine(config: DatabaseConfig, *, pool_size: int, create: bool)
 
 
 def _create_sqlite_engine(url: URL) -> Engine:
-    """A SQLite engine whose connections use WAL, a busy timeout and foreign keys, and whose
-    write transactions take the write lock up front."""
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    """A SQLite engine whose connections use WAL, a busy timeout, foreign keys and the chosen
+    synchronous mode, and whose write transactions take the write lock up front."""
+    synchronous = synchronous_mode(url).upper()
+    engine = create_engine(
+        without_synchronous(url), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -59,7 +64,7 @@ def _create_sqlite_engine(url: URL) -> Engine:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA synchronous={synchronous}")
         cur.close()
 
     @event.listens_for(engine, "begin")

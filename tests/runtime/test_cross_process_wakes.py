@@ -26,6 +26,8 @@ from ..conftest import Target
 from ..support.execlog import read_executions
 from ..support.processes import ROOT, wait_for
 
+pytestmark = pytest.mark.slow
+
 SLOW_POLL_S = 30.0
 #: Generous: a wake-up takes milliseconds, the poll would take 24 to 36 s here.
 START_BOUND_S = 5.0
