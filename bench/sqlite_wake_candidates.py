@@ -17,6 +17,7 @@ processes on Linux. The figures and the choice are in docs/operating/sqlite.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import ctypes.util
 import multiprocessing as mp
@@ -73,10 +74,8 @@ def _waiter(candidate: str, path: Path, n: int, ready: Any, out: Any) -> None:
             if data:
                 seen.append(stamp)
                 time.sleep(0.002)  # one commit writes the WAL more than once: coalesce
-                try:
+                with contextlib.suppress(BlockingIOError):
                     os.read(fd, 65536)
-                except BlockingIOError:
-                    pass
     else:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.bind(str(path) + ".sock")

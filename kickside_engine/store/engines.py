@@ -2,8 +2,9 @@
 
 SQLite runs in WAL mode with a busy timeout of :data:`SQLITE_BUSY_TIMEOUT_MS`, foreign keys on,
 the ``synchronous`` mode the URL or the environment chose
-(:mod:`~kickside_engine.store.sqlite_durability`), and write transactions started with ``BEGIN IMMEDIATE`` (a read transaction, marked with the
-:data:`READ_ONLY_OPTION` execution option, starts a deferred ``BEGIN``). PostgreSQL gets a
+(:mod:`~kickside_engine.store.sqlite_durability`), and write transactions started with
+``BEGIN IMMEDIATE`` (a read transaction, marked with the :data:`READ_ONLY_OPTION` execution
+option, starts a deferred ``BEGIN``). PostgreSQL gets a
 bounded pool, a connect timeout and the ``kickside`` application name. An engine the host
 application hands over is used as it is (:class:`~kickside_engine.store.database.Database`).
 """

@@ -11,9 +11,9 @@ lost wake-up only costs latency.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sqlalchemy import Connection, text
 

@@ -52,7 +52,9 @@ def synchronous_mode(url: URL) -> str:
     if raw is None or raw == "":
         raw, where = os.environ.get(SYNCHRONOUS_ENV, ""), SYNCHRONOUS_ENV
     if isinstance(raw, tuple):  # the parameter given twice
-        raise ConfigurationError(f"{where} is given more than once: give one of off, normal, full, extra")
+        raise ConfigurationError(
+            f"{where} is given more than once: give one of off, normal, full, extra"
+        )
     value = raw.strip().lower()
     if value == "":
         return DEFAULT_SYNCHRONOUS

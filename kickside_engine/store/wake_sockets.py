@@ -25,6 +25,7 @@ import logging
 import os
 import secrets
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,8 +34,9 @@ log = logging.getLogger("kickside.wake_sockets")
 
 #: The wake folder's name is the database file's name with this suffix.
 FOLDER_SUFFIX = "-kickside-wake"
-#: ``sun_path`` holds 108 bytes on Linux and 104 on macOS; a socket's name takes up to 24.
-_MAX_FOLDER_BYTES = 78
+#: ``sun_path`` holds 108 bytes on Linux and 104 on macOS (with a final NUL); a socket's name
+#: (``/``, a PID of up to 7 digits, ``-``, 8 hex digits, ``.sock``) takes up to 22.
+_MAX_FOLDER_BYTES = (103 if sys.platform == "darwin" else 107) - 22
 #: A sender lists the folder again when its modification time changes, and at least this often
 #: (a folder's time can be too coarse to show two pools binding within one tick).
 RELIST_SECONDS = 1.0
@@ -100,6 +102,12 @@ class WakeSender:
                 continue
         return sent
 
+    def close(self) -> None:
+        """Close the sending socket (a later :meth:`send` opens another)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
     def _list(self, mtime_ns: int, now: float, pid: int) -> None:
         own = f"{pid}-"
         try:
@@ -151,7 +159,7 @@ class WakeSocket:
 
     def receive(self) -> list[str]:
         """Every payload waiting (none when nothing is), without blocking."""
-        payloads = []
+        payloads: list[str] = []
         while True:
             try:
                 data = self._sock.recv(MAX_PAYLOAD_BYTES)

@@ -53,8 +53,13 @@ def _record_modes(db: Database) -> list[int]:
 
 @pytest.mark.parametrize(
     ("url_mode", "env_mode", "expected"),
-    [(None, None, "normal"), ("full", None, "full"), (None, "extra", "extra"), ("off", "full", "off")],
-)  # fmt: skip
+    [
+        (None, None, "normal"),
+        ("full", None, "full"),
+        (None, "extra", "extra"),
+        ("off", "full", "off"),  # the URL wins over the environment
+    ],
+)
 def test_every_connection_of_a_pool_uses_the_mode_the_url_or_environment_chose(
     sqlite_target: Target,
     monkeypatch: pytest.MonkeyPatch,

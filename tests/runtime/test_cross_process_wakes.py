@@ -12,8 +12,8 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
