@@ -263,7 +263,8 @@ def _notify(db: Database, now: datetime) -> Finding:
         return Finding(
             "notify",
             "ok",
-            f"SQLite: wake sockets in {folder} ({bound} bound), polling as the fallback",
+            f"SQLite: {bound} pool(s) listening on wake sockets beside the file, polling as "
+            "the fallback",
             {"wake_folder": str(folder), "sockets": bound},
         )
     raw = db.engine.raw_connection()
