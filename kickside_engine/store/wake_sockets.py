@@ -139,8 +139,12 @@ class WakeSocket:
         path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.sock"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            folder.mkdir(exist_ok=True)
-            sock.bind(str(path))
+            try:
+                folder.mkdir(exist_ok=True)
+                sock.bind(str(path))
+            except FileNotFoundError:  # the last pool removed the folder meanwhile: make it again
+                folder.mkdir(exist_ok=True)
+                sock.bind(str(path))
         except OSError as exc:
             sock.close()
             log.warning(
@@ -172,7 +176,10 @@ class WakeSocket:
             payloads.append(data.decode(errors="replace") or "nudge")
 
     def close(self) -> None:
-        """Stop receiving and remove the socket's file (senders stop sending to it)."""
+        """Stop receiving and remove the socket's file (senders stop sending to it), and the
+        folder when no other pool is bound there."""
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        with contextlib.suppress(OSError):  # not empty: another pool still listens
+            os.rmdir(self.path.parent)
         self._sock.close()

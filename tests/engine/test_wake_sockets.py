@@ -62,7 +62,17 @@ def test_this_process_sends_nothing_to_its_own_pools(tmp_path: Path) -> None:
         assert own.receive() == []
     finally:
         own.close()
-    assert not own.path.exists()
+    assert not folder.exists(), "the last pool to stop removes the folder"
+
+
+def test_a_pool_stopping_leaves_the_folder_to_the_pools_still_bound(tmp_path: Path) -> None:
+    folder = tmp_path / "db-kickside-wake"
+    first, second = WakeSocket.open(folder), WakeSocket.open(folder)
+    assert first is not None and second is not None
+    first.close()
+    assert [p.name for p in folder.iterdir()] == [second.path.name]
+    second.close()
+    assert not folder.exists()
 
 
 def test_a_dead_pools_socket_is_removed_by_the_next_send(tmp_path: Path) -> None:
