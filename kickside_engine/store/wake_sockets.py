@@ -27,6 +27,7 @@ import secrets
 import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -63,6 +64,7 @@ class WakeSender:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
         self._listed_mtime_ns = -1
         self._listed_at = 0.0
         self._listed_pid = -1
@@ -84,14 +86,12 @@ class WakeSender:
             self._list(mtime_ns, now, pid)
         if not self._targets:
             return 0
-        if self._sock is None:  # unbound: after a fork the child sends through it as well
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._sock.setblocking(False)
+        sock = self._sock or self._open()
         data = payload.encode()[:MAX_PAYLOAD_BYTES]
         sent = 0
         for target in self._targets:
             try:
-                self._sock.sendto(data, target)
+                sock.sendto(data, target)
                 sent += 1
             except ConnectionRefusedError:  # nobody bound: the pool died without cleaning up
                 with contextlib.suppress(OSError):
@@ -101,6 +101,14 @@ class WakeSender:
                 # no permission: the pool's poll covers it.
                 continue
         return sent
+
+    def _open(self) -> socket.socket:
+        with self._lock:  # two threads' first sends open one socket
+            if self._sock is None:  # unbound: after a fork the child sends through it as well
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                sock.setblocking(False)
+                self._sock = sock
+            return self._sock
 
     def close(self) -> None:
         """Close the sending socket (a later :meth:`send` opens another)."""
