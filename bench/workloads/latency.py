@@ -10,7 +10,7 @@ The details split the median latency into its legs, from the timestamps the engi
 and the worker's wall-clock stamp: the ``insert`` call itself, insert to claim, claim to start.
 
 ``latency`` runs the pool in a process of its own, as deployed (on PostgreSQL the wake-up is a
-NOTIFY; SQLite has no cross-process wake-up, so a pool there finds new jobs by polling).
+NOTIFY; on SQLite a datagram to the pool's wake socket beside the database file).
 ``latency_inprocess`` runs it embedded in the enqueuing process, whose inserts wake it directly.
 """
 

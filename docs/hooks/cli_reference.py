@@ -253,6 +253,13 @@ def environment() -> str:
         if envvar in (DATABASE_URL_ENV, SCHEMA_ENV):
             where += ", the engine (`connect_database()`)"
         rows.append(f"| `{envvar}` | {where} | {helps[envvar]} |")
+    from kickside_engine.store.sqlite_durability import SYNCHRONOUS_ENV
+
+    rows.append(
+        f"| `{SYNCHRONOUS_ENV}` | the engine, hence `kickside`, `kickside worker` and "
+        "`kickside-tui` | the SQLite `synchronous` mode (`off`, `normal`, `full`, `extra`; "
+        "default `normal`) for URLs without `?synchronous=` |"
+    )
     rows.append(
         f"| `{HOME_ENV}` | the engine, hence `kickside` and `kickside-tui` | the folder of the "
         "embedded SQLite file (`$KICKSIDE_HOME/kickside.sqlite3`) when no URL is configured |"

@@ -19,7 +19,8 @@ from kickside_engine.control.queues import list_nodes, list_queues, unserved_wor
 from kickside_engine.errors import KicksideError
 from kickside_engine.models import JobState
 from kickside_engine.store.database import Database
-from kickside_engine.store.notify import channel_name
+from kickside_engine.store.notify import channel_name, wake_folder_of
+from kickside_engine.store.sqlite_durability import KEEPS, mode_name
 from kickside_engine.store.tables import state_literal
 
 Status = Literal["ok", "warn", "fail"]
@@ -49,12 +50,16 @@ class HealthReport:
 
 
 def doctor(db: Database, now: datetime) -> HealthReport:
-    """Check schema, nodes, leases, queues, capacity, stuck jobs, consistency, tables, NOTIFY."""
+    """Check schema, nodes, leases, queues, capacity, stuck jobs, consistency, tables,
+    durability (the commit mode in force) and wake-ups (NOTIFY, or SQLite's wake sockets)."""
     now = ensure_aware(now, "now")
     findings = [_schema(db)]
     if findings[0].status == "fail":
         return HealthReport(findings)
-    checks = (_nodes, _leases, _queues, _workers, _capacity, _stuck, _consistency, _tables, _notify)
+    checks = (
+        _nodes, _leases, _queues, _workers, _capacity, _stuck, _consistency, _tables,
+        _durability, _notify,
+    )  # fmt: skip
     for check in checks:
         try:
             findings.append(check(db, now))
@@ -240,9 +245,39 @@ def _tables(db: Database, now: datetime) -> Finding:
     return Finding("tables", "ok", f"job table {size / 1e6:.1f} MB", data)
 
 
+def _durability(db: Database, now: datetime) -> Finding:
+    """The commit mode of this handle's connections, read back from one of them."""
+    with db.read() as conn:
+        if db.is_postgresql:
+            value = conn.execute(text("SHOW synchronous_commit")).scalar_one()
+            status: Status = "ok" if value in ("on", "remote_write", "remote_apply") else "warn"
+            return Finding(
+                "durability",
+                status,
+                f"PostgreSQL synchronous_commit={value}",
+                {"synchronous_commit": value},
+            )
+        mode = mode_name(int(conn.execute(text("PRAGMA synchronous")).scalar_one()))
+    keeps = KEEPS.get(mode, "unknown")
+    return Finding(
+        "durability",
+        "warn" if mode == "off" else "ok",
+        f"SQLite synchronous={mode.upper()}: {keeps}",
+        {"synchronous": mode},
+    )
+
+
 def _notify(db: Database, now: datetime) -> Finding:
     if not db.is_postgresql:
-        return Finding("notify", "ok", "SQLite: in-process wake-ups and polling")
+        folder = wake_folder_of(db)
+        bound = len(list(folder.glob("*.sock"))) if folder is not None and folder.is_dir() else 0
+        return Finding(
+            "notify",
+            "ok",
+            f"SQLite: {bound} pool(s) listening on wake sockets beside the file, polling as "
+            "the fallback",
+            {"wake_folder": str(folder), "sockets": bound},
+        )
     raw = db.engine.raw_connection()
     conn = raw.driver_connection
     try:

@@ -44,9 +44,10 @@ from kickside_engine.store.database import Database
 from kickside_engine.store.grants import worker_permission_error
 from kickside_engine.store.listen import Subscription, listen
 from kickside_engine.store.nodes import NodeBeat, deregister, heartbeat
-from kickside_engine.store.notify import local_signal
+from kickside_engine.store.notify import local_signal, wake_folder_of
 from kickside_engine.store.reconnect import Outage
 from kickside_engine.store.settle import Settlement
+from kickside_engine.store.wake_sockets import WakeSocket
 
 __all__ = ["PoolConfig", "PoolFailedError", "WorkerPool"]  # importable from here, as before
 
@@ -228,7 +229,12 @@ class WorkerPool:
         timeout = 0.0 if self.producer.urgent() and executors.any_idle() else max(0.0, until - mono)
         for key, _ in self._selector.select(min(timeout, 1.0)):
             ex = key.data
-            if ex is not None and ex in executors.executors:  # not retired by an earlier message
+            if isinstance(ex, WakeSocket):
+                # Another process committed work on this SQLite file. Whatever the payload
+                # says, it only ever means "claim now": a datagram cannot reload or stop a pool.
+                if ex.receive():
+                    self.producer.claim_wanted = True
+            elif ex is not None and ex in executors.executors:  # not retired by an earlier one
                 executors.receive(ex)
 
     def _step(self) -> None:
@@ -295,12 +301,15 @@ class WorkerPool:
         previous = route_signals(stop=self.request_stop, upgrade=self.request_upgrade)
         signal_ = local_signal(self.db)
         signal_.subscribe(self.wakeups.on_local_wake)
-        # Other processes' changes on PostgreSQL (this process's arrive through the signal).
+        # Other processes' changes: NOTIFY on PostgreSQL, a wake socket on a SQLite file (this
+        # process's arrive through the signal).
         subscription: Subscription | None = None
+        wake_socket: WakeSocket | None = None
         plugins = (
             PluginThread(self.db, self.config, self.hooks) if self.config.run_plugins else None
         )
         try:
+            wake_socket = self._open_wake_socket()
             self.executor_set.start()
             if self.db.is_postgresql:
                 subscription = listen(self.db, self.wakeups.on_payload)
@@ -322,6 +331,9 @@ class WorkerPool:
             signal_.unsubscribe(self.wakeups.on_local_wake)
             if subscription is not None:
                 subscription.stop()
+            if wake_socket is not None:
+                self._selector.unregister(wake_socket)
+                wake_socket.close()
             if plugins:
                 plugins.stop()
             self.executor_set.retire_all()
@@ -333,6 +345,13 @@ class WorkerPool:
         if self.failure is not None:
             self.error = self.failure
             raise self.failure
+
+    def _open_wake_socket(self) -> WakeSocket | None:
+        folder = wake_folder_of(self.db)
+        wake_socket = WakeSocket.open(folder) if folder is not None else None
+        if wake_socket is not None:
+            self._selector.register(wake_socket, selectors.EVENT_READ, wake_socket)
+        return wake_socket
 
     def _close_pipes(self) -> None:
         self._selector.close()

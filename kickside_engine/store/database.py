@@ -125,7 +125,8 @@ class Database:
 
     @property
     def schema_is_current(self) -> bool:
-        """Whether a check found a schema this code runs on (:meth:`require_current_schema` is free)."""
+        """Whether a check found a schema this code runs on (then
+        :meth:`require_current_schema` is free)."""
         return self._schema_current
 
     def schema_verified(self, revision: str | None) -> None:

@@ -1,8 +1,10 @@
 """Creating the SQLAlchemy engine Kickside owns: one per dialect, tuned for the engine's work.
 
 SQLite runs in WAL mode with a busy timeout of :data:`SQLITE_BUSY_TIMEOUT_MS`, foreign keys on,
-and write transactions started with ``BEGIN IMMEDIATE`` (a read transaction, marked with the
-:data:`READ_ONLY_OPTION` execution option, starts a deferred ``BEGIN``). PostgreSQL gets a
+the ``synchronous`` mode the URL or the environment chose
+(:mod:`~kickside_engine.store.sqlite_durability`), and write transactions started with
+``BEGIN IMMEDIATE`` (a read transaction, marked with the :data:`READ_ONLY_OPTION` execution
+option, starts a deferred ``BEGIN``). PostgreSQL gets a
 bounded pool, a connect timeout and the ``kickside`` application name. An engine the host
 application hands over is used as it is (:class:`~kickside_engine.store.database.Database`).
 """
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 
 from kickside_engine.config import DatabaseConfig
 from kickside_engine.errors import ConfigurationError
+from kickside_engine.store.sqlite_durability import synchronous_mode, without_synchronous
 from kickside_engine.store.sqlite_file import check_sqlite_file
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -67,11 +70,11 @@ def create_owned_async_engine(
         if config.dialect == "sqlite":
             check_sqlite_file(config.url, create=create)
             engine = create_async_engine(
-                config.url.set(drivername="sqlite+aiosqlite"),
+                without_synchronous(config.url).set(drivername="sqlite+aiosqlite"),
                 connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
                 **options,
             )
-            tune_sqlite_engine(engine.sync_engine)
+            tune_sqlite_engine(engine.sync_engine, synchronous_mode(config.url))
             return engine
         if pooled:
             options.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
@@ -91,16 +94,20 @@ def create_owned_async_engine(
 
 
 def _create_sqlite_engine(url: URL) -> Engine:
-    """A SQLite engine whose connections use WAL, a busy timeout and foreign keys, and whose
-    write transactions take the write lock up front."""
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-    tune_sqlite_engine(engine)
+    """A SQLite engine whose connections use WAL, a busy timeout, foreign keys and the chosen
+    synchronous mode, and whose write transactions take the write lock up front."""
+    engine = create_engine(
+        without_synchronous(url), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    )
+    tune_sqlite_engine(engine, synchronous_mode(url))
     return engine
 
 
-def tune_sqlite_engine(engine: Engine) -> None:
-    """Give a SQLite engine's connections WAL, a busy timeout and foreign keys, and its write
-    transactions ``BEGIN IMMEDIATE`` (an async engine: pass its ``sync_engine``)."""
+def tune_sqlite_engine(engine: Engine, synchronous: str) -> None:
+    """Give a SQLite engine's connections WAL, a busy timeout, foreign keys and the
+    ``synchronous`` mode, and its write transactions ``BEGIN IMMEDIATE`` (an async engine:
+    pass its ``sync_engine``)."""
+    synchronous = synchronous.upper()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -110,7 +117,7 @@ def tune_sqlite_engine(engine: Engine) -> None:
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA synchronous={synchronous}")
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -13,9 +13,11 @@ commits. The payloads:
   records), one per transaction.
 
 Jobs finishing are not notified: that would cost a notification per job on the hot path, and
-a dashboard's interval refresh shows completions anyway. On SQLite there is no cross-process
-channel; :func:`listen` then follows this process's own wake-ups (its
-:class:`~kickside_engine.store.notify.WakeSignal`) and polling remains the way to see others.
+a dashboard's interval refresh shows completions anyway. On SQLite :func:`listen` follows this
+process's own wake-ups (its :class:`~kickside_engine.store.notify.WakeSignal`); other processes'
+enqueues reach worker pools through their wake sockets
+(:mod:`~kickside_engine.store.wake_sockets`), not through :func:`listen`, and a dashboard sees
+them at its next refresh.
 """
 
 from __future__ import annotations

@@ -1,0 +1,114 @@
+"""The SQLite wake sockets' contract: sending never blocks or fails, dead pools are forgotten."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kickside_engine.store.wake_sockets import WakeSender, WakeSocket, wake_folder
+
+
+def _foreign_socket(folder: Path, name: str = "1-deadbeef.sock") -> socket.socket:
+    """A socket bound in ``folder`` under another process's name (as another pool binds)."""
+    folder.mkdir(exist_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(folder / name))
+    sock.setblocking(False)
+    return sock
+
+
+def test_the_folder_sits_beside_the_database_file() -> None:
+    short = Path("/srv/app/data.db")
+    assert wake_folder(short) == Path("/srv/app/data.db-kickside-wake")
+
+
+def test_a_path_too_long_for_a_socket_moves_the_folder_to_a_short_one_every_process_finds(
+    tmp_path: Path,
+) -> None:
+    deep = tmp_path.joinpath(*["folder-with-a-long-name"] * 6) / "app.db"
+    folder = wake_folder(deep)
+    assert len(os.fsencode(folder / "4194304-0123abcd.sock")) < 104
+    code = "import sys; from pathlib import Path; from kickside_engine.store.wake_sockets import "
+    code += f"wake_folder; print(wake_folder(Path({str(deep)!r})))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert other.stdout.strip() == str(folder)
+
+
+def test_a_pool_in_another_process_gets_the_payload(tmp_path: Path) -> None:
+    folder = tmp_path / "db-kickside-wake"
+    receiver = _foreign_socket(folder)
+    try:
+        sender = WakeSender(folder)
+        assert sender.send("mailers") == 1
+        assert receiver.recv(100) == b"mailers"
+    finally:
+        sender.close()
+        receiver.close()
+
+
+def test_this_process_sends_nothing_to_its_own_pools(tmp_path: Path) -> None:
+    folder = tmp_path / "db-kickside-wake"
+    own = WakeSocket.open(folder)
+    assert own is not None
+    try:
+        assert WakeSender(folder).send("default") == 0  # found only its own: opened no socket
+        assert own.receive() == []
+    finally:
+        own.close()
+    assert not folder.exists(), "the last pool to stop removes the folder"
+
+
+def test_a_pool_stopping_leaves_the_folder_to_the_pools_still_bound(tmp_path: Path) -> None:
+    folder = tmp_path / "db-kickside-wake"
+    first, second = WakeSocket.open(folder), WakeSocket.open(folder)
+    assert first is not None and second is not None
+    first.close()
+    assert [p.name for p in folder.iterdir()] == [second.path.name]
+    second.close()
+    assert not folder.exists()
+
+
+def test_a_dead_pools_socket_is_removed_by_the_next_send(tmp_path: Path) -> None:
+    folder = tmp_path / "db-kickside-wake"
+    dead = _foreign_socket(folder)
+    dead.close()  # killed: its file stays, nobody reads it
+    sender = WakeSender(folder)
+    assert sender.send("default") == 0
+    sender.close()
+    assert list(folder.iterdir()) == []
+
+
+def test_a_full_queue_never_blocks_the_sender(tmp_path: Path) -> None:
+    folder = tmp_path / "db-kickside-wake"
+    idle = _foreign_socket(folder)  # never read: its queue fills up
+    sender = WakeSender(folder)
+    try:
+        started = time.monotonic()
+        results = [sender.send("default") for _ in range(5000)]
+        assert time.monotonic() - started < 5
+        assert results[0] == 1 and results[-1] == 0  # the later ones found the queue full
+    finally:
+        sender.close()
+        idle.close()
+
+
+def test_no_folder_means_no_pool_and_nothing_to_send(tmp_path: Path) -> None:
+    assert WakeSender(tmp_path / "missing-kickside-wake").send("default") == 0
+
+
+def test_a_folder_that_cannot_be_made_leaves_the_pool_to_polling(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "db-kickside-wake"
+    blocker.write_text("a file where the folder should be")
+    with caplog.at_level(logging.WARNING, logger="kickside.wake_sockets"):
+        assert WakeSocket.open(blocker) is None
+    (record,) = caplog.records
+    assert "polling only" in record.getMessage()
