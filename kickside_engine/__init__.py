@@ -64,6 +64,11 @@ if TYPE_CHECKING:
         Snooze,
     )
     from kickside_engine.plugins.cron import Recurring
+    from kickside_engine.progress import (
+        MAX_PROGRESS_BYTES,
+        NotRunningError,
+        ProgressNotStorableError,
+    )
     from kickside_engine.slots import (
         PurgeResult,
         SlotInfo,
@@ -135,6 +140,9 @@ _EXPORTS: dict[str, str] = {
     "Snooze": "kickside_engine.outcomes",
     "MAX_RESULT_BYTES": "kickside_engine.outcomes",
     "ResultNotStorableError": "kickside_engine.outcomes",
+    "MAX_PROGRESS_BYTES": "kickside_engine.progress",
+    "ProgressNotStorableError": "kickside_engine.progress",
+    "NotRunningError": "kickside_engine.progress",
     "JobResult": "kickside_engine.waiting",
     "wait_for": "kickside_engine.waiting",
     "PurgeResult": "kickside_engine.slots",
@@ -197,6 +205,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "MAX_PROGRESS_BYTES",
     "MAX_RESULT_BYTES",
     "ArgsAdapter",
     "ArgsDecodeError",
@@ -223,8 +232,10 @@ __all__ = [
     "KicksideError",
     "MigrationError",
     "NotFoundError",
+    "NotRunningError",
     "Outcome",
     "PermissionDeniedError",
+    "ProgressNotStorableError",
     "PurgeResult",
     "ReadOnlyError",
     "Recurring",

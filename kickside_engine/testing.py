@@ -31,6 +31,7 @@ from kickside_engine.lifecycle import ResultKind
 from kickside_engine.models import Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome, storable_result
 from kickside_engine.plugins.stager import stage
+from kickside_engine.progress import ProgressReporter, reporting
 from kickside_engine.redact import redact_args
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import (
@@ -255,6 +256,7 @@ def perform_job(
     max_attempts: int | None = None,
     tags: list[str] | None = None,
     meta: Mapping[str, Any] | None = None,
+    progress: list[Any] | None = None,
 ) -> Outcome:
     """Run one worker's ``perform`` with ``args`` as a stored job would see them.
 
@@ -268,6 +270,9 @@ def perform_job(
     cannot be stored raises :class:`~kickside_engine.outcomes.ResultNotStorableError`).
     Exceptions propagate, so a test can assert on them. An ``async def`` worker is run to its
     end with ``asyncio.run`` (so not from inside a running event loop, for now).
+    ``job.report_progress`` works as in a pool (a bad value raises
+    :class:`~kickside_engine.progress.ProgressNotStorableError`); each value it accepts is
+    appended to ``progress`` when a list is given.
     """
     spec = spec_of(worker)
     stored = stored_args(spec.encode_args(args))
@@ -308,9 +313,11 @@ def perform_job(
         finalized_at=None,
         updated_at=now,
     )
-    value = spec.perform(spec.decode_args(stored), job)
-    if inspect.isawaitable(value):  # an async def worker: run it to its end here
-        value = asyncio.run(_awaited(value))
+    reporter = ProgressReporter(on_report=None if progress is None else progress.append)
+    with reporting(job, reporter):
+        value = spec.perform(spec.decode_args(stored), job)
+        if inspect.isawaitable(value):  # an async def worker: run it to its end here
+            value = asyncio.run(_awaited(value))
     if value is None:
         return Done()
     if isinstance(value, Done):

@@ -7,7 +7,8 @@ per turn of the loop with every outcome that turn produced. ``("cancel", lease_t
 cancels one job's task (its timeout, or its lease lost): ``CancelledError`` is raised in the
 worker, its ``finally`` blocks run, and the task's end is reported like any other (the
 supervisor knows why it cancelled). A loop that does not come back from a cancel is the
-supervisor's to kill (see ``ExecutorSet.check_deadlines``).
+supervisor's to kill (see ``ExecutorSet.check_deadlines``). A running job's progress goes out
+as from a process executor, ``("progress", lease_token.int, value)``, at most once a second.
 
 Crash isolation is the process executor's: one process per executor, which dies with the
 supervisor and whose death fails only the jobs it held.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from multiprocessing.connection import Connection
 
 from kickside_engine.clock import utcnow
@@ -28,6 +30,7 @@ from kickside_engine.runtime.executors import (
     ProcessExecutor,
     ThreadExecutor,
     prepare_process,
+    progress_sender,
     receive,
     send,
 )
@@ -46,6 +49,8 @@ class _Server:
         self.outcomes: list[tuple[int, tuple[object, ...]]] = []
         self.flush_scheduled = False
         self.done = asyncio.Event()
+        #: Progress may be sent from a worker's own threads: one message at a time.
+        self.lock = threading.Lock()
 
     def readable(self) -> None:
         try:
@@ -66,7 +71,8 @@ class _Server:
 
     def start(self, claimed: ClaimedJob) -> None:
         token = claimed.lease_token.int
-        task = self.loop.create_task(execute_async(self.registry, claimed))
+        progress = progress_sender(self.conn, self.lock, token)
+        task = self.loop.create_task(execute_async(self.registry, claimed, progress))
         self.tasks[token] = task
         task.add_done_callback(lambda t: self.finished(token, t))
 
@@ -92,7 +98,8 @@ class _Server:
             return
         outcomes, self.outcomes = self.outcomes, []
         try:
-            send(self.conn, ("results", outcomes))
+            with self.lock:
+                send(self.conn, ("results", outcomes))
         except (BrokenPipeError, OSError):
             self.done.set()
 
