@@ -70,7 +70,7 @@ def storable_progress(value: Any) -> float | dict[str, Any]:
 
     try:
         encoded = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
-        require_storable_json(encoded, "progress values")
+        require_storable_json(encoded, "its values")
     except (TypeError, ValueError, RecursionError) as exc:
         raise ProgressNotStorableError(f"progress cannot be stored as JSON: {exc}") from None
     size = len(encoded.encode("utf-8", "surrogatepass"))

@@ -52,12 +52,12 @@ async def async_stepped(args: dict[str, Any], job: Job) -> Any:
     return None
 
 
-@registry.worker("bad_progress", max_attempts=1)
+@registry.worker("bad_progress")
 def bad_progress(args: dict[str, Any], job: Job) -> None:
     job.report_progress(args["value"])
 
 
-@registry.worker("half_then_fail", max_attempts=3)
+@registry.worker("half_then_fail")
 def half_then_fail(args: dict[str, Any], job: Job) -> None:
     job.report_progress(0.5)
     if job.attempt == 1:
