@@ -70,7 +70,7 @@ COLUMNS = (
     Col("heartbeat", "heartbeat", "beat", drop=2),
     Col("rescued", "rescued", "resc", drop=3),
     Col("elapsed / max", "elapsed / max", "elapsed/max"),
-    Col("progress", "progress", "prog", drop=1),
+    Col("progress", "progress", "prog", drop=2),
     Col("code", "code", drop=3),
     Col("attempt", "attempt", "att", drop=2),
 )
