@@ -29,7 +29,7 @@ from kickside_engine.outcomes import (
     retry_hint_ms,
     storable_result,
 )
-from kickside_engine.progress import ProgressReporter, reporting
+from kickside_engine.progress import begin_reporting, end_reporting
 from kickside_engine.workers import WorkerRegistry, WorkerSpec
 
 MAX_TRACEBACK_FRAMES = 8
@@ -157,12 +157,16 @@ def execute(
     if isinstance(ready, ExecutionResult):
         return ready
     spec, args = ready
-    with reporting(claimed.job, ProgressReporter(progress)) as reporter:
-        try:
-            value = spec.perform(args, claimed.job)
-        except Exception as exc:
-            return _with_progress(exception_result(exc, started), reporter)
-    return _with_progress(outcome_result(value, started), reporter)
+    attempt = begin_reporting(claimed.job, progress)
+    try:
+        value = spec.perform(args, claimed.job)
+    except Exception as exc:
+        result = exception_result(exc, started)
+    else:
+        result = outcome_result(value, started)
+    finally:
+        last = end_reporting(attempt)
+    return result if last is None else replace(result, progress=last)
 
 
 async def execute_async(
@@ -179,19 +183,17 @@ async def execute_async(
     if isinstance(ready, ExecutionResult):
         return ready
     spec, args = ready
-    with reporting(claimed.job, ProgressReporter(progress)) as reporter:
-        try:
-            value = spec.perform(args, claimed.job)
-            if inspect.isawaitable(value):
-                value = await value
-        except Exception as exc:
-            return _with_progress(exception_result(exc, started), reporter)
-    return _with_progress(outcome_result(value, started), reporter)
-
-
-def _with_progress(result: ExecutionResult, reporter: ProgressReporter) -> ExecutionResult:
-    """``result`` carrying the attempt's last progress that its sink did not take."""
-    last = reporter.unsent()
+    attempt = begin_reporting(claimed.job, progress)
+    try:
+        value = spec.perform(args, claimed.job)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:
+        result = exception_result(exc, started)
+    else:
+        result = outcome_result(value, started)
+    finally:
+        last = end_reporting(attempt)
     return result if last is None else replace(result, progress=last)
 
 

@@ -19,9 +19,7 @@ import json
 import math
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kickside_engine.errors import InvalidArgumentError
@@ -93,6 +91,18 @@ class ProgressReporter:
     outcome. Safe to call from threads the worker starts.
     """
 
+    __slots__ = (
+        "_dirty",
+        "_ended",
+        "_interval",
+        "_latest",
+        "_lock",
+        "_send",
+        "_sent_at",
+        "_timer",
+        "on_report",
+    )
+
     def __init__(
         self,
         send: Callable[[Any], None] | None = None,
@@ -102,7 +112,8 @@ class ProgressReporter:
     ) -> None:
         self._send = send
         self._interval = interval_seconds
-        self._on_report = on_report
+        #: Called with each accepted value (the testing helpers collect them so).
+        self.on_report = on_report
         self._lock = threading.Lock()
         self._latest: Any = None
         self._dirty = False
@@ -115,8 +126,8 @@ class ProgressReporter:
         stored = storable_progress(value)
         with self._lock:
             self._latest, self._dirty = stored, True
-            if self._on_report is not None:
-                self._on_report(stored)
+            if self.on_report is not None:
+                self.on_report(stored)
             if self._send is None or self._ended:
                 return
             wait = self._sent_at + self._interval - time.monotonic()
@@ -152,34 +163,69 @@ class ProgressReporter:
             return self._latest
 
 
-#: The reporters of the attempts running in this process, by (job id, lease token): a worker's
-#: own threads find theirs, and an abandoned attempt never reports for a newer one.
-_reporters: dict[tuple[uuid.UUID, uuid.UUID | None], ProgressReporter] = {}
-_reporters_lock = threading.Lock()
+class Attempt:
+    """One attempt running in this process, as :func:`report` finds it. Its reporter is made
+    by the first report: most jobs never report, and a run's bookkeeping stays a dict entry."""
+
+    __slots__ = ("job", "on_report", "reporter", "send")
+
+    def __init__(
+        self,
+        job: Job,
+        send: Callable[[Any], None] | None,
+        on_report: Callable[[Any], None] | None,
+    ) -> None:
+        self.job = job
+        self.send = send
+        self.on_report = on_report
+        self.reporter: ProgressReporter | None = None
 
 
-@contextmanager
-def reporting(job: Job, reporter: ProgressReporter) -> Iterator[ProgressReporter]:
-    """Route ``job.report_progress`` to ``reporter`` while the attempt runs."""
-    key = (job.id, job.lease_token)
-    with _reporters_lock:
-        _reporters[key] = reporter
-    try:
-        yield reporter
-    finally:
-        with _reporters_lock:
-            if _reporters.get(key) is reporter:
-                del _reporters[key]
+#: The attempts running in this process, by the identity of the job object their worker was
+#: given: a worker's own threads find theirs, and an abandoned attempt never reports for a newer
+#: one. (A UUID key would cost more to hash than the rest of the bookkeeping of a run.)
+_running: dict[int, Attempt] = {}
+_first_report_lock = threading.Lock()
+
+
+def begin_reporting(
+    job: Job,
+    send: Callable[[Any], None] | None = None,
+    *,
+    on_report: Callable[[Any], None] | None = None,
+) -> Attempt:
+    """Route ``job.report_progress`` to this attempt while it runs (``send``: where values
+    go, throttled; ``on_report``: called with every accepted value); :func:`end_reporting`
+    ends it."""
+    attempt = Attempt(job, send, on_report)
+    _running[id(job)] = attempt
+    return attempt
+
+
+def end_reporting(attempt: Attempt) -> Any:
+    """Stop routing the attempt's reports; returns the last value it did not send (None when
+    there is none), for the attempt's outcome to carry."""
+    key = id(attempt.job)
+    if _running.get(key) is attempt:
+        del _running[key]
+    reporter = attempt.reporter
+    return None if reporter is None else reporter.unsent()
 
 
 def report(job: Job, value: Any) -> None:
     """What :meth:`Job.report_progress` does: hand ``value`` to the job's running attempt."""
-    reporter = _reporters.get((job.id, job.lease_token))
-    if reporter is None:
+    attempt = _running.get(id(job))
+    if attempt is None or attempt.job is not job:
         storable_progress(value)  # a bad value is named first, wherever it is reported
         raise NotRunningError(
             f"job {job.id} is not running here: report_progress works on the job a worker "
             "was given, while its attempt runs (use kickside_engine.testing.perform_job in "
             "tests)"
         )
+    reporter = attempt.reporter
+    if reporter is None:
+        with _first_report_lock:  # the worker's threads may race to the first report
+            if attempt.reporter is None:
+                attempt.reporter = ProgressReporter(attempt.send, on_report=attempt.on_report)
+            reporter = attempt.reporter
     reporter.report(value)

@@ -31,7 +31,7 @@ from kickside_engine.lifecycle import ResultKind
 from kickside_engine.models import Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome, storable_result
 from kickside_engine.plugins.stager import stage
-from kickside_engine.progress import ProgressReporter, reporting
+from kickside_engine.progress import begin_reporting, end_reporting
 from kickside_engine.redact import redact_args
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import (
@@ -313,11 +313,13 @@ def perform_job(
         finalized_at=None,
         updated_at=now,
     )
-    reporter = ProgressReporter(on_report=None if progress is None else progress.append)
-    with reporting(job, reporter):
+    running = begin_reporting(job, on_report=None if progress is None else progress.append)
+    try:
         value = spec.perform(spec.decode_args(stored), job)
         if inspect.isawaitable(value):  # an async def worker: run it to its end here
             value = asyncio.run(_awaited(value))
+    finally:
+        end_reporting(running)
     if value is None:
         return Done()
     if isinstance(value, Done):
