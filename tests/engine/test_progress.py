@@ -188,3 +188,14 @@ def test_migration_0007_adds_and_drops_the_progress_column(db: Database) -> None
     assert "progress" not in columns() and "result" in columns()
     assert migrate.upgrade(db).up_to_date
     assert "progress" in columns()
+
+
+def test_a_slot_keeps_its_last_runs_progress_until_its_next_run_starts(db: Database) -> None:
+    builder = JobBuilder("flood", {"count": 4}).slot("app.sync", "t:1", "k", demand=True)
+    job_id = enqueue(db, builder).id
+    drain_jobs(db, progress_app.registry)
+    slot = get_job(db, job_id)
+    assert slot is not None and slot.state is JobState.PARKED and slot.progress == 1.0
+    enqueue(db, builder)  # demand again: the parked slot is due
+    (claimed,) = claim(db, queue="default", node="n1")
+    assert claimed.job.id == job_id and claimed.job.progress is None
