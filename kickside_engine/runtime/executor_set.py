@@ -23,7 +23,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from kickside_engine.backoff import DEFAULT_BACKOFF
@@ -281,9 +280,7 @@ class ExecutorSet(Placement):
             claimed = job.claimed
             if job.timed_out:
                 result = timeout_result(self._max_execution(ex, claimed), job.started_monotonic)
-            unwritten = self.progress.take(claimed.lease_token)
-            if result.progress is None and unwritten is not None:
-                result = replace(result, progress=unwritten)
+            result = self.progress.carried_by(claimed.lease_token, result)
             info = self._info(ex, claimed.job.worker)
             backoff = info.backoff_for(claimed.job.is_slot) if info else DEFAULT_BACKOFF
             self.pending.append(settlement_for(claimed, result, backoff=backoff))

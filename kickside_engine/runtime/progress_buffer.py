@@ -9,8 +9,10 @@ lease). A value still here when its job's outcome arrives goes into the settleme
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
+from kickside_engine.lifecycle import ExecutionResult
 from kickside_engine.progress import PROGRESS_INTERVAL_SECONDS
 from kickside_engine.store.database import Database
 from kickside_engine.store.progress import write_progress
@@ -28,10 +30,13 @@ class ProgressBuffer:
         """Keep ``value`` as the latest progress of the job of lease ``token``."""
         self.latest[token] = value
 
-    def take(self, token: uuid.UUID) -> Any:
-        """The unwritten progress of ``token``'s job (None when none), no longer kept: its
-        outcome carries it."""
-        return self.latest.pop(token, None)
+    def carried_by(self, token: uuid.UUID, result: ExecutionResult) -> ExecutionResult:
+        """``result`` of the job of lease ``token``, carrying its unwritten progress (unless it
+        brings a newer value of its own): the settle writes it, so it is no longer kept."""
+        unwritten = self.latest.pop(token, None)
+        if result.progress is not None or unwritten is None:
+            return result
+        return replace(result, progress=unwritten)
 
     def drop(self, tokens: set[uuid.UUID]) -> None:
         """Forget the progress of jobs whose lease is gone."""

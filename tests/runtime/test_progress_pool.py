@@ -151,3 +151,26 @@ def test_a_bad_progress_value_fails_the_attempt_with_its_reason(db: Database) ->
     assert job.errors[-1].error.startswith(
         "ProgressNotStorableError: progress fraction must be between 0 and 1, got 1.5"
     )
+
+
+def test_the_pool_writes_once_per_interval_and_an_outcome_carries_what_it_did_not_write(
+    db: Database,
+) -> None:
+    from kickside_engine.clock import utcnow
+    from kickside_engine.lifecycle import ExecutionResult, ResultKind
+    from kickside_engine.runtime.progress_buffer import ProgressBuffer
+
+    buffer = ProgressBuffer(interval_seconds=60)
+    a, b = uuid.uuid4(), uuid.uuid4()
+    with _counting_progress_writes(db) as writes:
+        buffer.note(a, 0.1)
+        buffer.write_due(db, "n1", mono=0.0)  # due: written (fenced: no such lease here)
+        buffer.note(a, 0.2)
+        buffer.note(b, 0.3)
+        buffer.write_due(db, "n1", mono=30.0)  # within the interval: kept
+    assert len(writes) == 1 and buffer.next_due == 60.0
+    crashed = ExecutionResult(ResultKind.CRASH, utcnow(), 5, error="crash")
+    assert buffer.carried_by(a, crashed).progress == 0.2
+    newer = ExecutionResult(ResultKind.DONE, utcnow(), 5, progress=1.0)
+    assert buffer.carried_by(b, newer).progress == 1.0  # the executor's own last value wins
+    assert buffer.latest == {} and buffer.next_due == float("inf")
