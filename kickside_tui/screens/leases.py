@@ -54,9 +54,8 @@ PROGRESS_CELL_CHARS = 32
 
 def _progress(job: Job) -> Text:
     shown = shown_progress(job, width=PROGRESS_CELL_CHARS)
-    if shown is None:
-        return Ordered(Text("-", style="dim"), None)
-    return Text(shown)  # sorted by its text, numbers as numbers
+    # Empty when none: a column no job reports to goes first on a narrow terminal.
+    return Text(shown or "")  # sorted by its text, numbers as numbers
 
 
 #: The columns, the ones an operator needs most kept on a narrow terminal: which job, where,
