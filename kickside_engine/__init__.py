@@ -80,6 +80,11 @@ if TYPE_CHECKING:
         Snooze,
     )
     from kickside_engine.plugins.cron import Recurring
+    from kickside_engine.progress import (
+        MAX_PROGRESS_BYTES,
+        NotRunningError,
+        ProgressNotStorableError,
+    )
     from kickside_engine.runtime.async_pool import AsyncWorkerPool
     from kickside_engine.slots import (
         PurgeResult,
@@ -168,6 +173,9 @@ _EXPORTS: dict[str, str] = {
     "Snooze": "kickside_engine.outcomes",
     "MAX_RESULT_BYTES": "kickside_engine.outcomes",
     "ResultNotStorableError": "kickside_engine.outcomes",
+    "MAX_PROGRESS_BYTES": "kickside_engine.progress",
+    "ProgressNotStorableError": "kickside_engine.progress",
+    "NotRunningError": "kickside_engine.progress",
     "JobResult": "kickside_engine.waiting",
     "wait_for": "kickside_engine.waiting",
     "PurgeResult": "kickside_engine.slots",
@@ -230,6 +238,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "MAX_PROGRESS_BYTES",
     "MAX_RESULT_BYTES",
     "ArgsAdapter",
     "ArgsDecodeError",
@@ -258,8 +267,10 @@ __all__ = [
     "KicksideError",
     "MigrationError",
     "NotFoundError",
+    "NotRunningError",
     "Outcome",
     "PermissionDeniedError",
+    "ProgressNotStorableError",
     "PurgeResult",
     "ReadOnlyError",
     "Recurring",

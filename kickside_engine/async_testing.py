@@ -23,6 +23,7 @@ from kickside_engine.models import ClaimedJob
 from kickside_engine.outcomes import Outcome
 from kickside_engine.store.async_database import AsyncDatabase
 from kickside_engine.store.database import Database
+from kickside_engine.progress import begin_reporting, end_reporting
 from kickside_engine.testing import (
     DrainResult,
     advance,
@@ -89,14 +90,19 @@ async def perform_job_async(
     max_attempts: int | None = None,
     tags: list[str] | None = None,
     meta: Mapping[str, Any] | None = None,
+    progress: list[Any] | None = None,
 ) -> Outcome:
     """:func:`~kickside_engine.testing.perform_job` from async code: a coroutine worker is
     awaited on the running event loop; a sync worker is called in place. The same args checks,
-    the same normalised outcome, exceptions propagated."""
+    the same normalised outcome, exceptions propagated, the same ``progress`` list."""
     spec, decoded, job = job_to_perform(
         worker, args, attempt=attempt, max_attempts=max_attempts, tags=tags, meta=meta
     )
-    value = middleware_wrapped(spec)(decoded, job)
-    if inspect.isawaitable(value):
-        value = await value
+    running = begin_reporting(job, on_report=None if progress is None else progress.append)
+    try:
+        value = middleware_wrapped(spec)(decoded, job)
+        if inspect.isawaitable(value):
+            value = await value
+    finally:
+        end_reporting(running)
     return performed(value)

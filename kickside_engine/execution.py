@@ -11,6 +11,8 @@ import inspect
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +29,7 @@ from kickside_engine.outcomes import (
     retry_hint_ms,
     storable_result,
 )
+from kickside_engine.progress import begin_reporting, end_reporting
 from kickside_engine.workers import WorkerRegistry, WorkerSpec
 
 MAX_TRACEBACK_FRAMES = 8
@@ -132,15 +135,23 @@ def _ready(
     return spec, args
 
 
-def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
+#: Where an executor sends a running job's progress (at most once a second per job).
+ProgressSink = Callable[[Any], None]
+
+
+def execute(
+    registry: WorkerRegistry, claimed: ClaimedJob, progress: ProgressSink | None = None
+) -> ExecutionResult:
     """Run the claimed job's worker in this thread and return what happened.
 
     An ``async def`` worker runs to its end on an event loop of its own (``asyncio.run``): the
     testing helpers run it so; the pool runs it on an async executor (:func:`execute_async`).
+    ``progress`` takes the job's reports while it runs (throttled, see
+    :mod:`kickside_engine.progress`); the last one it did not take comes back with the result.
     """
     spec = registry.get(claimed.job.worker)
     if spec is not None and spec.is_async:
-        return asyncio.run(execute_async(registry, claimed))
+        return asyncio.run(execute_async(registry, claimed, progress))
     started = time.monotonic()
     ready = _ready(registry, claimed)
     if isinstance(ready, ExecutionResult):
@@ -148,20 +159,27 @@ def execute(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
     spec, args = ready
     # Middleware, when the registry has some, is part of the execution: it fails like the worker.
     perform = registry.hooks.perform_of(spec) if registry.hooks.sync_middleware else spec.perform
+    attempt = begin_reporting(claimed.job, progress)
     try:
         value = perform(args, claimed.job)
     except Exception as exc:
-        return exception_result(exc, started)
-    return outcome_result(value, started)
+        result = exception_result(exc, started)
+    else:
+        result = outcome_result(value, started)
+    finally:
+        last = end_reporting(attempt)
+    return result if last is None else replace(result, progress=last)
 
 
-async def execute_async(registry: WorkerRegistry, claimed: ClaimedJob) -> ExecutionResult:
+async def execute_async(
+    registry: WorkerRegistry, claimed: ClaimedJob, progress: ProgressSink | None = None
+) -> ExecutionResult:
     """Run the claimed job's worker on the running event loop and return what happened.
 
     A sync worker is called in place (it blocks the loop while it runs), inside the sync
     middleware; an async worker inside the async middleware. Cancelling the task
     raises ``CancelledError`` in the worker, whose ``finally`` blocks run; the cancellation
-    then propagates (the caller says why it cancelled).
+    then propagates (the caller says why it cancelled). ``progress`` as for :func:`execute`.
     """
     started = time.monotonic()
     ready = _ready(registry, claimed)
@@ -170,17 +188,25 @@ async def execute_async(registry: WorkerRegistry, claimed: ClaimedJob) -> Execut
     spec, args = ready
     hooks = registry.hooks
     perform = hooks.perform_of(spec) if hooks.wraps(spec) else spec.perform
+    attempt = begin_reporting(claimed.job, progress)
     try:
         value = perform(args, claimed.job)
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:
-        return exception_result(exc, started)
-    return outcome_result(value, started)
+        result = exception_result(exc, started)
+    else:
+        result = outcome_result(value, started)
+    finally:
+        last = end_reporting(attempt)
+    return result if last is None else replace(result, progress=last)
 
 
 def execute_with_timeout(
-    registry: WorkerRegistry, claimed: ClaimedJob, timeout: timedelta | None
+    registry: WorkerRegistry,
+    claimed: ClaimedJob,
+    timeout: timedelta | None,
+    progress: ProgressSink | None = None,
 ) -> ExecutionResult:
     """Run the job in a helper thread; past ``timeout`` record a timeout failure.
 
@@ -188,11 +214,11 @@ def execute_with_timeout(
     supervised pool's executor processes where a hung job must really be stopped.
     """
     if timeout is None:
-        return execute(registry, claimed)
+        return execute(registry, claimed, progress)
     box: list[ExecutionResult] = []
     started = time.monotonic()
     thread = threading.Thread(
-        target=lambda: box.append(execute(registry, claimed)),
+        target=lambda: box.append(execute(registry, claimed, progress)),
         name=f"kickside-job-{claimed.job.id}",
         daemon=True,
     )

@@ -51,6 +51,9 @@ class ExecutionResult:
     #: What the worker returned, already checked by
     #: :func:`~kickside_engine.outcomes.storable_result`; None for nothing.
     result: Any = None
+    #: The last progress reported and not yet sent to the pool (checked by
+    #: :func:`~kickside_engine.progress.storable_progress`); None for nothing new.
+    progress: Any = None
 
 
 def clean_error(text: str, sensitive_keys: Iterable[str] = ()) -> str:
@@ -174,6 +177,10 @@ def settlement_for(
         else:
             delay = backoff.delay(job.attempt, result.retry_after_ms)
             values.update(state=JobState.RETRYABLE.value, scheduled_at=now + delay)
+    if result.progress is not None:
+        # The attempt's last report, written with its outcome; only then, so that a settlement
+        # without one keeps the common batch shape and the progress written earlier.
+        values["progress"] = result.progress
     return Settlement(
         job_id=job.id,
         node=claimed.node,

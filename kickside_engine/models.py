@@ -181,10 +181,28 @@ class Job:
     #: What the worker returned (a JSON value), None when it returned nothing. Stored as given;
     #: redact it (:func:`kickside_engine.redact.redact_value`) wherever it is shown.
     result: Any = None
+    #: What the live (or latest) attempt last reported with :meth:`report_progress`: a fraction
+    #: in [0, 1] or a small dict, None before any report. A claim clears it. Redact it wherever
+    #: it is shown, as the result.
+    progress: Any = None
 
     @property
     def is_slot(self) -> bool:
         return self.kind is JobKind.SLOT
+
+    def report_progress(self, progress: float | dict[str, Any]) -> None:
+        """Report how far this running attempt has got: a fraction between 0 and 1, or a
+        small JSON object (at most :data:`~kickside_engine.progress.MAX_PROGRESS_BYTES`).
+
+        Call it as often as you like from the worker (or threads it starts): reports are
+        coalesced, at most one per second is written while the job runs, and the last one is
+        written with the attempt's outcome. A bad value raises
+        :class:`~kickside_engine.progress.ProgressNotStorableError`; a job that is not running
+        here raises :class:`~kickside_engine.progress.NotRunningError`.
+        """
+        from kickside_engine.progress import report
+
+        report(self, progress)
 
 
 #: :class:`Job`'s field names in order (the order of ``kickside_job``'s columns too).

@@ -33,6 +33,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_fo
 from kickside_engine.models import ClaimedJob, Job, JobKind, JobState
 from kickside_engine.outcomes import Done, Outcome, storable_result
 from kickside_engine.plugins.stager import stage
+from kickside_engine.progress import begin_reporting, end_reporting
 from kickside_engine.redact import redact_args
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import (
@@ -307,6 +308,7 @@ def perform_job(
     max_attempts: int | None = None,
     tags: list[str] | None = None,
     meta: Mapping[str, Any] | None = None,
+    progress: list[Any] | None = None,
 ) -> Outcome:
     """Run one worker's ``perform`` with ``args`` as a stored job would see them.
 
@@ -321,14 +323,21 @@ def perform_job(
     The registry's middleware wraps the call, as in an executor. Exceptions propagate, so a
     test can assert on them. An ``async def`` worker is run to its end with ``asyncio.run``;
     from inside a running event loop (an async test) use
-    :func:`~kickside_engine.async_testing.perform_job_async`.
+    :func:`~kickside_engine.async_testing.perform_job_async`. ``job.report_progress`` works
+    as in a pool (a bad value raises
+    :class:`~kickside_engine.progress.ProgressNotStorableError`); each value it accepts is
+    appended to ``progress`` when a list is given.
     """
     spec, decoded, job = job_to_perform(
         worker, args, attempt=attempt, max_attempts=max_attempts, tags=tags, meta=meta
     )
-    value = middleware_wrapped(spec)(decoded, job)
-    if inspect.isawaitable(value):  # an async def worker: run it to its end here
-        value = asyncio.run(_awaited(value))
+    running = begin_reporting(job, on_report=None if progress is None else progress.append)
+    try:
+        value = middleware_wrapped(spec)(decoded, job)
+        if inspect.isawaitable(value):  # an async def worker: run it to its end here
+            value = asyncio.run(_awaited(value))
+    finally:
+        end_reporting(running)
     return performed(value)
 
 

@@ -107,6 +107,7 @@ def decode_job(v: tuple[Any, ...]) -> Job:
         v[25],
         *[unpack_instant(x) for x in v[26:34]],
         None,  # a claimed job's earlier result does not travel to its executor
+        None,  # nor its progress (a claim cleared it)
     )
     return job_from_values(values)
 
@@ -139,6 +140,7 @@ def encode_result(result: ExecutionResult) -> tuple[Any, ...]:
         r.demand_satisfied,
         r.park,
         r.result,
+        r.progress,
     )
 
 

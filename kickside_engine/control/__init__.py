@@ -50,6 +50,7 @@ from kickside_engine.control.metrics import (
     throughput,
 )
 from kickside_engine.control.ownership import Ownership, delete_owned, foreign_rows
+from kickside_engine.control.progress_view import shown_progress
 from kickside_engine.control.purge_runner import PurgeOutcome, PurgeProgress, purge_until_done
 from kickside_engine.control.queries import (
     JobDetail,
@@ -189,6 +190,7 @@ __all__ = [
     "set_capacity",
     "set_setting",
     "short_id",
+    "shown_progress",
     "state_counts",
     "stops_work",
     "throughput",

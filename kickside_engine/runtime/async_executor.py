@@ -7,7 +7,8 @@ per turn of the loop with every outcome that turn produced. ``("cancel", lease_t
 cancels one job's task (its timeout, or its lease lost): ``CancelledError`` is raised in the
 worker, its ``finally`` blocks run, and the task's end is reported like any other (the
 supervisor knows why it cancelled). A loop that does not come back from a cancel is the
-supervisor's to kill (see ``ExecutorSet.check_deadlines``).
+supervisor's to kill (see ``ExecutorSet.check_deadlines``). A running job's progress goes out
+as from a process executor, ``("progress", lease_token.int, value)``, at most once a second.
 
 A step of a job that holds the loop for long (blocking code in an ``async def`` job) is reported
 as ``("blocked", lease_token.int, seconds)`` and logged by the supervisor with the job's worker
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from multiprocessing.connection import Connection
 
 from kickside_engine.clock import utcnow
@@ -33,6 +35,7 @@ from kickside_engine.runtime.executors import (
     ProcessExecutor,
     ThreadExecutor,
     prepare_process,
+    progress_sender,
     receive,
     send,
 )
@@ -51,6 +54,8 @@ class _Server:
         self.outcomes: list[tuple[int, tuple[object, ...]]] = []
         self.flush_scheduled = False
         self.done = asyncio.Event()
+        #: Progress may be sent from a worker's own threads: one message at a time.
+        self.lock = threading.Lock()
 
     def readable(self) -> None:
         try:
@@ -71,14 +76,17 @@ class _Server:
 
     def start(self, claimed: ClaimedJob) -> None:
         token = claimed.lease_token.int
-        coro = TimedSteps(execute_async(self.registry, claimed), lambda s: self.blocked(token, s))
+        progress = progress_sender(self.conn, self.lock, token)
+        coro = TimedSteps(
+            execute_async(self.registry, claimed, progress), lambda s: self.blocked(token, s)
+        )
         task = self.loop.create_task(coro)
         self.tasks[token] = task
         task.add_done_callback(lambda t: self.finished(token, t))
 
     def blocked(self, token: int, seconds: float) -> None:
         """Tell the supervisor that the job of lease ``token`` held the loop for ``seconds``."""
-        with contextlib.suppress(BrokenPipeError, OSError):
+        with contextlib.suppress(BrokenPipeError, OSError), self.lock:
             send(self.conn, ("blocked", token, seconds))
 
     def finished(self, token: int, task: asyncio.Task[ExecutionResult]) -> None:
@@ -103,7 +111,8 @@ class _Server:
             return
         outcomes, self.outcomes = self.outcomes, []
         try:
-            send(self.conn, ("results", outcomes))
+            with self.lock:
+                send(self.conn, ("results", outcomes))
         except (BrokenPipeError, OSError):
             self.done.set()
 

@@ -47,6 +47,7 @@ from kickside_engine.runtime.executors import (
 from kickside_engine.runtime.job_log import log_blocked_loop, log_start, log_stop, starts_logged
 from kickside_engine.runtime.placement import Placement
 from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS
+from kickside_engine.runtime.progress_buffer import ProgressBuffer
 from kickside_engine.runtime.supervision import LeaseKeeper
 from kickside_engine.store.claims import restamp_run
 from kickside_engine.store.database import Database
@@ -112,6 +113,8 @@ class ExecutorSet(Placement):
         #: Outcomes taken from executors, not yet recorded: a turn records them, and the
         #: producer then removes what it recorded.
         self.pending: list[Settlement] = []
+        #: Running jobs' progress, written by the pool once per tick.
+        self.progress = ProgressBuffer()
         #: The moving average of execution times, in ms. It starts at the prefetch threshold:
         #: no prefetching before fast executions have been seen.
         self.recent_ms = float(PREFETCH_BELOW_MS)
@@ -261,6 +264,10 @@ class ExecutorSet(Placement):
                 self.version = ex.version or self.version
             self._learn_workers(ex)
             self.on_free()
+        elif kind == "progress":
+            job = ex.jobs.get(message[1])
+            if job is not None and not job.lost:
+                self.progress.note(job.claimed.lease_token, message[2])
         elif kind == "result":
             self._finish(ex, message[1], decode_result(message[2]))
         elif kind == "results":
@@ -311,6 +318,7 @@ class ExecutorSet(Placement):
             claimed = job.claimed
             if job.timed_out:
                 result = timeout_result(self._max_execution(ex, claimed), job.started_monotonic)
+            result = self.progress.carried_by(claimed.lease_token, result)
             info = self._info(ex, claimed.job.worker)
             backoff = info.backoff_for(claimed.job.is_slot) if info else DEFAULT_BACKOFF
             settlement = settlement_for(claimed, result, backoff=backoff)
@@ -405,6 +413,7 @@ class ExecutorSet(Placement):
         (the fenced settle drops it) rather than the executor killed. After a stop signal the
         wait for results can return empty although one is waiting (epoll is not restarted).
         """
+        self.progress.drop(lost)
         for ex in list(self.executors):
             while self._lost_job_waiting(ex, lost):
                 self.receive(ex)

@@ -4,7 +4,8 @@ a crash fails only its own attempt, and new code loads without restarting the su
 The supervisor talks to an executor over a duplex pipe:
 
 - executor → supervisor: ``("ready", code_version, worker_infos)`` once loaded, then
-  ``("result", lease_token.int, encode_result(ExecutionResult))`` per job;
+  ``("result", lease_token.int, encode_result(ExecutionResult))`` per job, and while it runs
+  ``("progress", lease_token.int, value)`` at most once a second (:mod:`kickside_engine.progress`);
 - supervisor → executor: ``("run", encode_claimed(ClaimedJob))`` and ``("stop",)``.
 
 An async executor (:mod:`kickside_engine.runtime.async_executor`) runs many jobs at once and
@@ -101,6 +102,8 @@ def receive(conn: Connection) -> Any:
 
 def _serve(conn: Connection, registry: WorkerRegistry, version: str) -> None:
     send(conn, ("ready", version, worker_infos(registry)))
+    # A worker may report progress from threads of its own: one message at a time on the pipe.
+    lock = threading.Lock()
     while True:
         try:
             message = receive(conn)
@@ -109,11 +112,23 @@ def _serve(conn: Connection, registry: WorkerRegistry, version: str) -> None:
         if message[0] == "stop":
             return
         claimed = decode_claimed(message[1])
-        result = execute(registry, claimed)
+        result = execute(registry, claimed, progress_sender(conn, lock, claimed.lease_token.int))
         try:
-            send(conn, ("result", claimed.lease_token.int, encode_result(result)))
+            with lock:
+                send(conn, ("result", claimed.lease_token.int, encode_result(result)))
         except (BrokenPipeError, OSError):
             return
+
+
+def progress_sender(conn: Connection, lock: threading.Lock, token: int) -> Callable[[Any], None]:
+    """What sends the progress of the job of lease ``token`` to the supervisor (a supervisor
+    that has gone away no longer needs it: the job then ends with its lease)."""
+
+    def send_progress(value: Any) -> None:
+        with contextlib.suppress(OSError, ValueError), lock:
+            send(conn, ("progress", token, value))
+
+    return send_progress
 
 
 def _die_with_parent(supervisor_pid: int) -> None:

@@ -218,14 +218,14 @@ class WorkerPool:
         lost = self.leases.maintain(mono)
         if lost:
             self._stop_lost(lost)
+        self.executor_set.progress.write_due(self.db, self.node, mono)
         self.executor_set.check_deadlines(mono)
 
     def _wait(self) -> None:
         mono = time.monotonic()
         executors = self.executor_set
-        until = min(
-            [self._next_poll, self._next_beat, self.leases.next_due, *executors.deadlines()]
-        )
+        dues = [self._next_poll, self._next_beat, self.leases.next_due, executors.progress.next_due]
+        until = min([*dues, *executors.deadlines()])
         timeout = 0.0 if self.producer.urgent() and executors.any_idle() else max(0.0, until - mono)
         for key, _ in self._selector.select(min(timeout, 1.0)):
             ex = key.data

@@ -148,6 +148,8 @@ def _build_claim(
         # A claim consumes the slot demand present now; demand arriving later re-arms it.
         demand_pending=False,
         control_pending=False,
+        # Progress belongs to the live attempt: the previous one's would mislead operators.
+        progress=None,
         updated_at=now,
     ).returning(*job.c)
     if dialect == "postgresql":

@@ -61,6 +61,7 @@ def job_from_row(row: Row[Any] | Any) -> Job:
         finalized_at=m["finalized_at"],
         updated_at=m["updated_at"],
         result=m.get("result"),
+        progress=m.get("progress"),
     )
 
 

@@ -248,6 +248,7 @@ _PG_TYPES = {
     "attempt": "int",
     "demand_pending": "bool",
     "result": "jsonb",
+    "progress": "jsonb",
 }
 _RUN_COLUMNS = '"r_token" uuid, "r_finished_at" timestamptz, "r_duration_ms" bigint, ' + (
     '"r_outcome" text, "r_error" text'

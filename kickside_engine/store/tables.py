@@ -149,6 +149,8 @@ def build_tables(schema: str | None = None) -> Tables:
         Column("updated_at", UTCDateTime, nullable=False),
         # What the worker returned (migration 0006); last, as ``Job.result`` is.
         Column("result", NullableJSONDocument, nullable=True),
+        # What the live attempt last reported (migration 0008); last, as ``Job.progress`` is.
+        Column("progress", NullableJSONDocument, nullable=True),
         CheckConstraint(_in("state", JOB_STATES), name="state"),
         CheckConstraint(_in("kind", JOB_KINDS), name="kind"),
         CheckConstraint("priority BETWEEN 0 AND 9", name="priority"),

@@ -29,8 +29,8 @@ def error_document(entry: JobError, sensitive_keys: tuple[str, ...] = ()) -> dic
 
 
 def job_document(job: Job) -> dict[str, Any]:
-    """Every field of a job (``lease_token`` left out), with args, meta, errors and the
-    result redacted."""
+    """Every field of a job (``lease_token`` left out), with args, meta, errors, the result and
+    the progress redacted."""
     doc: dict[str, Any] = {}
     for f in dataclasses.fields(job):
         if f.name in _HIDDEN:
@@ -39,6 +39,7 @@ def job_document(job: Job) -> dict[str, Any]:
     declared = declared_sensitive_keys(job.meta)
     doc["args"] = redact_args(job.args, job.meta)
     doc["result"] = redact_args(job.result, job.meta)  # redacted as args are, same names
+    doc["progress"] = redact_args(job.progress, job.meta)
     doc["meta"] = redact_meta(job.meta)
     doc["errors"] = [error_document(e, declared) for e in job.errors]
     return doc

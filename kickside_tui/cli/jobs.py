@@ -14,6 +14,7 @@ from kickside_engine.control import (
     job_detail,
     list_jobs,
     purge_request,
+    shown_progress,
 )
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, job_id, names, open_database
@@ -147,7 +148,7 @@ def jobs(
 
 @handles_errors
 def job(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -> None:
-    """Show one job: its fields, args, meta and result (redacted), errors and runs."""
+    """Show one job: its fields, progress, args, meta and result (redacted), errors and runs."""
     detail = job_detail(open_database(ctx), job_id(ctx, ident))
     document = job_document(detail.job)
     declared = declared_sensitive_keys(detail.job.meta)
@@ -164,6 +165,7 @@ def job(ctx: typer.Context, ident: JobIdArgument, as_json: JsonOption = False) -
         ("queue", j.queue),
         ("worker", j.worker),
         ("attempt", f"{j.attempt}/{j.max_attempts}"),
+        ("progress", shown_progress(j)),
         ("priority", j.priority),
         ("tags", ", ".join(j.tags)),
     ]

@@ -1,4 +1,5 @@
-"""Leases: executing jobs with owner node, expiry countdown, heartbeat, rescues and code."""
+"""Leases: executing jobs with owner node, expiry countdown, heartbeat, rescues, progress and
+code."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from kickside_engine.control import NODE_STALE_AFTER
+from kickside_engine import Job
+from kickside_engine.control import NODE_STALE_AFTER, shown_progress
 from kickside_tui.adapter import LeaseInfo
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import count, short_id, span
@@ -46,6 +48,16 @@ def _elapsed(lease: LeaseInfo) -> Text:
     return Ordered(text, elapsed)
 
 
+#: How much of a progress object the Leases table shows (the detail shows all of it).
+PROGRESS_CELL_CHARS = 32
+
+
+def _progress(job: Job) -> Text:
+    shown = shown_progress(job, width=PROGRESS_CELL_CHARS)
+    # Empty when none: a column no job reports to goes first on a narrow terminal.
+    return Text(shown or "")  # sorted by its text, numbers as numbers
+
+
 #: The columns, the ones an operator needs most kept on a narrow terminal: which job, where,
 #: when its lease runs out, and how long it has run against its limit.
 COLUMNS = (
@@ -57,6 +69,7 @@ COLUMNS = (
     Col("heartbeat", "heartbeat", "beat", drop=2),
     Col("rescued", "rescued", "resc", drop=3),
     Col("elapsed / max", "elapsed / max", "elapsed/max"),
+    Col("progress", "progress", "prog", drop=2),
     Col("code", "code", drop=3),
     Col("attempt", "attempt", "att", drop=2),
 )
@@ -108,6 +121,7 @@ class LeasesScreen(ViewScreen):
                             style="dark_orange" if job.rescue_count else "dim",
                         ),
                         _elapsed(lease),
+                        _progress(job),
                         lease.code_version or "-",
                         Ordered(f"{job.attempt}/{job.max_attempts}", job.attempt, justify="right"),
                     ],

@@ -14,13 +14,14 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from kickside_engine import Job, Run
+from kickside_engine import Job, JobState, Run
 from kickside_engine.control import (
     Explanation,
     declared_sensitive_keys,
     purge_request,
     redact_args,
     redact_meta,
+    shown_progress,
 )
 from kickside_tui.adapter import JobDetailData
 from kickside_tui.widgets.format import (
@@ -49,6 +50,10 @@ def _facts(job: Job, now: datetime) -> Text:
     text.append(f"\nattempt {job.attempt} of {job.max_attempts}  priority {job.priority}")
     if job.rescue_count:
         text.append(f"  rescued {job.rescue_count}x", style="dark_orange")
+    if (progress := shown_progress(job)) is not None:
+        # The live attempt's, or the last one it reported once it ended.
+        text.append("\nprogress ")
+        text.append(progress, style="bold" if job.state is JobState.EXECUTING else "")
     text.append(f"\ninserted {stamp(job.inserted_at)} ({relative(job.inserted_at, now)})")
     text.append(f"\nscheduled {stamp(job.scheduled_at)} ({relative(job.scheduled_at, now)})")
     if job.namespace is not None:

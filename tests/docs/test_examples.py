@@ -15,6 +15,7 @@ from .support import EXAMPLES, PAGES, SNIPPET, example_env, run
 SCRIPTS = [
     "workers/outcomes.py",
     "workers/results.py",
+    "workers/progress.py",
     "workers/retries.py",
     "workers/uniqueness.py",
     "workers/typed_args.py",

@@ -31,6 +31,7 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.plugins.cron import Recurring, SchedulePublication, cron_tick
 from kickside_engine.slots import disable_slot, enqueue_slot, wake_job
 from kickside_engine.store.nodes import NodeBeat, heartbeat
+from kickside_engine.store.progress import write_progress
 from kickside_engine.workers import CapacityDeclaration
 from kickside_tui.adapter import Adapter
 from kickside_tui.app import KicksideApp
@@ -232,6 +233,8 @@ def _build(db: Database) -> DemoIds:
         at=-20,
         result=None,
     )
+    # What the import reported so far (its pool writes it so, fenced by the lease).
+    write_progress(db, node=NODE, progress={healthy.lease_token: {"fraction": 0.42, "rows": 4200}})
     expired = _run(
         db,
         JobBuilder("rebuild_index", {"shard": 3}).max_execution(timedelta(seconds=60)),
