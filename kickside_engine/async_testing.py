@@ -21,9 +21,9 @@ from kickside_engine.execution import execute_async, execute_with_timeout, timeo
 from kickside_engine.lifecycle import ExecutionResult
 from kickside_engine.models import ClaimedJob
 from kickside_engine.outcomes import Outcome
+from kickside_engine.progress import begin_reporting, end_reporting
 from kickside_engine.store.async_database import AsyncDatabase
 from kickside_engine.store.database import Database
-from kickside_engine.progress import begin_reporting, end_reporting
 from kickside_engine.testing import (
     DrainResult,
     advance,
