@@ -22,6 +22,22 @@ from kickside_engine.models import INCOMPLETE_STATES, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.group_limits import GroupLimits, read_group_limits
 from kickside_engine.store.rate_windows import GROUP_KEY, Rate, parse_rate, window_counts
+
+__all__ = [
+    "NO_RATE",
+    "CapacityGroupInfo",
+    "Rate",
+    "RateUsage",
+    "WaitingJob",
+    "capacity_groups",
+    "capacity_namespaces",
+    "parse_rate",
+    "rate_reached",
+    "rate_usage",
+    "set_capacity",
+    "stops_work",
+    "waiting_reason",
+]
 from kickside_engine.store.settings import check_setting_name, set_setting
 from kickside_engine.text import known_names
 
