@@ -23,6 +23,7 @@ SCRIPTS = [
     "workers/async_workers.py",
     "slots/mailboxes.py",
     "capacity/exports.py",
+    "capacity/rates.py",
     "cron/run_cron.py",
     "pool/embedded.py",
     "security/redaction.py",
