@@ -126,8 +126,8 @@ def test_pools_keep_rate_limits_and_held_jobs_are_not_charged_an_attempt(
         assert [stop(p) for p in pools] == [0, 0]
     runs = _runs_by_start(db)
     assert len(runs) == 18  # one run each: holding a job back never ran, failed or retried it
-    per_window = Counter(s.replace(microsecond=0) for _k, _p, s, _e in runs)  # type: ignore[attr-defined]
-    per_key = Counter((k, s.replace(microsecond=0)) for k, _p, s, _e in runs)  # type: ignore[attr-defined]
+    per_window = Counter(s.replace(microsecond=0) for _k, _p, s, _e in runs)
+    per_key = Counter((k, s.replace(microsecond=0)) for k, _p, s, _e in runs)
     assert max(per_window.values()) <= 4 and max(per_key.values()) <= 2
     assert {get_job(db, i).attempt for i in ids} == {1}  # type: ignore[union-attr]
 
