@@ -26,6 +26,7 @@ from bench.workloads.history import CLAIMED_JOBS, LARGE_HISTORY, SMALL_HISTORY, 
 from bench.workloads.keyed import keyed_claims
 from bench.workloads.latency import LATENCY_JOBS, LATENCY_MINIMUM, latency, latency_inprocess
 from bench.workloads.multinode import multi_node
+from bench.workloads.rate_limits import rate_limits
 
 BOTH = ("postgresql", "sqlite")
 POSTGRESQL = ("postgresql",)
@@ -83,6 +84,12 @@ WORKLOADS: tuple[Workload, ...] = (
         "9 fair claims: one key's 100,000-job backlog beside 1,000 keys",
         BOTH,
         keyed_claims,
+    ),
+    Workload(
+        "rate_limits",
+        "10 rate limits: 600/min over a 100,000-job backlog of 1,000 keys",
+        BOTH,
+        rate_limits,
     ),
 )
 

@@ -324,6 +324,42 @@ def _rows() -> list[Row]:
             rows.append(
                 Row("9", prefix + title, "keyed_claims", name, "ms", False, backend=backend)
             )
+        for title, name, unit, higher, target in (
+            (
+                "rate-limited group: fewest starts per window / rate",
+                "admitted_min_ratio",
+                "x",
+                True,
+                at_least(0.99, "x"),
+            ),
+            (
+                "rate-limited group: most starts per window / rate",
+                "admitted_max_ratio",
+                "x",
+                False,
+                at_most(1.0, "x"),
+            ),
+            ("rate-limited claim, per job", "claim_ms_per_job", "ms", False, None),
+            (
+                "rate-limited claim / unlimited claim, per job",
+                "cost_ratio",
+                "x",
+                False,
+                at_most(1.5, "x"),
+            ),
+        ):
+            rows.append(
+                Row(
+                    "10",
+                    prefix + title,
+                    "rate_limits",
+                    name,
+                    unit,
+                    higher,
+                    backend=backend,
+                    target=target,
+                )
+            )
     for number, title, workload, name, unit, higher in (
         ("8", "SQLite: bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True),
         (

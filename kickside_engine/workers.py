@@ -78,13 +78,19 @@ class CapacityDeclaration:
     """A Settings-backed capacity shared by the workers that declare the same group.
 
     The limits are read from ``kickside_setting`` rows ``(settings_namespace, global_limit_key)``
-    and ``(settings_namespace, concurrency_key_limit_key)`` at every claim.
+    and ``(settings_namespace, concurrency_key_limit_key)`` at every claim. Rate limits
+    (``"600/min"``, ``"10/s"``, ``"3600/h"``: job starts per window) are optional: the rows
+    ``(settings_namespace, rate_limit_key)`` for the group and ``rate_limit_per_key_key`` for
+    each concurrency key, when present, are read at every claim too (an invalid one admits
+    nothing, like an invalid concurrency limit).
     """
 
     group: str
     settings_namespace: str
     global_limit_key: str = "global_limit"
     concurrency_key_limit_key: str = "concurrency_key_limit"
+    rate_limit_key: str = "rate_limit"
+    rate_limit_per_key_key: str = "rate_limit_per_key"
 
     def as_meta(self) -> dict[str, str]:
         return dataclasses.asdict(self)

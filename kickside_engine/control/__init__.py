@@ -33,8 +33,11 @@ from kickside_engine.control.bulk import (
     bulk_preview,
 )
 from kickside_engine.control.capacity import (
+    NO_RATE,
     CapacityGroupInfo,
+    Rate,
     capacity_groups,
+    parse_rate,
     set_capacity,
     stops_work,
 )
@@ -107,6 +110,7 @@ __all__ = [
     "CONFIRM_BY_COUNT_ABOVE",
     "MAX_BATCH",
     "NODE_STALE_AFTER",
+    "NO_RATE",
     "PRUNE_BATCH",
     "PRUNE_MAX_BATCHES",
     "SCAN_LIMIT",
@@ -132,6 +136,7 @@ __all__ = [
     "QueueInfo",
     "QueueMetrics",
     "QueueNode",
+    "Rate",
     "Reason",
     "SlotInfo",
     "UnservedWorker",
@@ -168,6 +173,7 @@ __all__ = [
     "overview",
     "park_job",
     "parse_job_id",
+    "parse_rate",
     "parse_uuid",
     "pause_queue",
     "prune",

@@ -14,13 +14,14 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from kickside_engine.clock import ensure_aware
+from kickside_engine.control.capacity import rate_reached, rate_usage
 from kickside_engine.control.queries import parse_job_id
 from kickside_engine.control.queues import NODE_STALE_AFTER, live_nodes, queue_infos
 from kickside_engine.errors import NotFoundError
 from kickside_engine.models import Job, JobState
 from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
-from kickside_engine.store.keyed_claims import read_group_limits
+from kickside_engine.store.group_limits import GroupLimits, read_group_limits
 from kickside_engine.store.rows import job_from_row
 
 
@@ -124,7 +125,7 @@ def _state_reasons(db: Database, conn: Connection, job: Job, now: datetime) -> l
             )
         )
     reasons += _queue_reasons(db, conn, job, now)
-    reasons += _key_reasons(db, conn, job)
+    reasons += _key_reasons(db, conn, job, now)
     reasons += _unknown_worker(db, conn, job, now)
     if not reasons and state is JobState.AVAILABLE:
         ahead = conn.execute(
@@ -218,7 +219,7 @@ def _holders(db: Database, conn: Connection, *where: Any) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def _key_reasons(db: Database, conn: Connection, job: Job) -> list[Reason]:
+def _key_reasons(db: Database, conn: Connection, job: Job, now: datetime) -> list[Reason]:
     t = db.tables.job
     if job.concurrency_key is None:
         return []
@@ -271,6 +272,43 @@ def _key_reasons(db: Database, conn: Connection, job: Job) -> list[Reason]:
                 f"concurrency key {job.concurrency_key!r} of group {job.capacity_group} is at its "
                 f"limit ({len(key_holders)}/{limits.per_key_limit})",
                 {"held_by": key_holders},
+            )
+        )
+    return reasons + _rate_reasons(db, conn, job, limits, now)
+
+
+def _rate_reasons(
+    db: Database, conn: Connection, job: Job, limits: GroupLimits, now: datetime
+) -> list[Reason]:
+    group, key = str(job.capacity_group), str(job.concurrency_key)
+    rates = rate_usage(db, conn, group, limits, now)
+    reasons = []
+    if limits.rate and rates.group_window and rates.group >= limits.rate.limit:
+        reasons.append(
+            Reason(
+                "rate_limited",
+                rate_reached(f"group {group}", rates.group, limits.rate, rates.group_window[1]),
+                {
+                    "group": group,
+                    "started": rates.group,
+                    "rate_limit": str(limits.rate),
+                    "next_admission_at": rates.group_window[1],
+                },
+            )
+        )
+    started = rates.per_key.get(key, 0)
+    if limits.per_key_rate and rates.key_window and started >= limits.per_key_rate.limit:
+        reasons.append(
+            Reason(
+                "concurrency_key_rate_limited",
+                rate_reached(f"key {key}", started, limits.per_key_rate, rates.key_window[1]),
+                {
+                    "group": group,
+                    "concurrency_key": key,
+                    "started": started,
+                    "rate_limit": str(limits.per_key_rate),
+                    "next_admission_at": rates.key_window[1],
+                },
             )
         )
     return reasons

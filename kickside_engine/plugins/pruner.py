@@ -15,6 +15,7 @@ from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.store.database import Database
 from kickside_engine.store.maintenance import delete_final_jobs, delete_recurring_runs
+from kickside_engine.store.rate_windows import delete_ended_windows
 
 log = logging.getLogger("kickside.plugins.pruner")
 DEFAULT_MAX_AGE = timedelta(days=7)
@@ -68,6 +69,17 @@ def prune_recurring_executions(
     count = delete_recurring_runs(db, now - max_age)
     if count:
         log.debug("pruned recurring executions", extra={"plugin": "pruner", "count": count})
+    return count
+
+
+def prune_rate_windows(db: Database, now: datetime) -> int:
+    """Delete the start counts of capacity groups' rate windows that ended before ``now``.
+
+    Claims count only in the window holding their time, so an ended window guards nothing.
+    """
+    count = delete_ended_windows(db, ensure_aware(now, "now"))
+    if count:
+        log.debug("pruned rate windows", extra={"plugin": "pruner", "count": count})
     return count
 
 

@@ -16,7 +16,12 @@ from kickside_engine.clock import ensure_aware
 from kickside_engine.execution import describe_exception
 from kickside_engine.plugins.cron import CronFire, Recurring, cron_tick
 from kickside_engine.plugins.lifeline import RescueResult, rescue_expired
-from kickside_engine.plugins.pruner import DEFAULT_MAX_AGE, prune, prune_recurring_executions
+from kickside_engine.plugins.pruner import (
+    DEFAULT_MAX_AGE,
+    prune,
+    prune_rate_windows,
+    prune_recurring_executions,
+)
 from kickside_engine.plugins.stager import stage
 from kickside_engine.redact import redact_text
 from kickside_engine.store.database import Database
@@ -38,6 +43,7 @@ class PluginTickReport:
     rescue: RescueResult | None = None
     pruned: int | None = None
     recurring_pruned: int | None = None
+    rate_windows_pruned: int | None = None
     fired: list[CronFire] | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -54,7 +60,8 @@ class PluginSet:
     prune_after: timedelta = DEFAULT_MAX_AGE
 
     def tick(self, db: Database, now: datetime) -> PluginTickReport:
-        """Run stage, rescue_expired, prune, prune_recurring_executions and cron_tick at ``now``.
+        """Run stage, rescue_expired, prune, prune_recurring_executions, prune_rate_windows and
+        cron_tick at ``now``.
 
         An exception in one plugin is logged at error level and recorded in the report; the
         others still run. A database that cannot be reached (see
@@ -82,5 +89,6 @@ class PluginSet:
         report.recurring_pruned = run(
             "recurring_pruner", lambda: prune_recurring_executions(db, now)
         )
+        report.rate_windows_pruned = run("rate_window_pruner", lambda: prune_rate_windows(db, now))
         report.fired = run("cron", lambda: cron_tick(db, self.schedule, now))
         return report

@@ -1,24 +1,29 @@
 """Claims that admit jobs within their concurrency keys and capacity groups, in one order.
 
 A job whose worker declares a capacity group is admitted while the group's executing jobs stay
-below its ``global_limit`` and the key's below its ``concurrency_key_limit``, both read from
+below its ``global_limit`` and the key's below its ``concurrency_key_limit``, and while the
+starts counted in the current window stay below its ``rate_limit`` and the key's below its
+``rate_limit_per_key`` (when set; :mod:`kickside_engine.store.rate_windows`), all read from
 ``kickside_setting`` now (never cached between claims). Missing or invalid settings refuse
-admission; they never lift the limit. A keyed job without a group is single-flight: at most one
-executing job per key. Jobs without a key are always admissible.
+admission; they never lift the limit (a rate limit that is not set is no limit). A job held back
+stays available, uncharged: its attempt counts only when it is claimed. A keyed job without a
+group is single-flight: at most one executing job per key. Jobs without a key are always
+admissible.
 
 :func:`claim_keyed` walks the queue's due jobs, keyed and keyless alike, in claim order
 (priority, scheduled_at, id) and admits each that its limits allow, so a keyed job is never
 passed over for a keyless job behind it. A key or group at its limit never holds back another:
-once one is found at its limit the walk re-reads the queue without its jobs (the database skips
-them in the index scan), so one key's backlog of any size costs one scan past it, not a claim
-that finds nothing else. The walk pages through the queue until the claim is full or the queue
-has no more due jobs.
+once one is found at its limit (concurrent or rate) the walk re-reads the queue without its jobs
+(the database skips them in the index scan), so one key's backlog of any size costs one scan
+past it, not a claim that finds nothing else. The walk pages through the queue until the claim
+is full or the queue has no more due jobs.
 
 Admission is decided and the jobs claimed in one transaction, after usage is counted under a
 lock: on PostgreSQL a transaction-level advisory lock serialises every admitting claimer (the
 claims of keyless jobs only, the pool's fast path, never take it); SQLite's single writer
 serialises them already. The claim's time is read after that, so a run never appears in the
-history to start before the run whose end admitted it had finished.
+history to start before the run whose end admitted it had finished; the claim adds its starts to
+the rate windows of that time in the same transaction, before the lock is released.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ from kickside_engine.clock import utcnow
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.store.claims import claim_jobs
 from kickside_engine.store.database import Database
-from kickside_engine.store.settings import limit_value
+from kickside_engine.store.group_limits import GroupLimits, read_group_limits
+from kickside_engine.store.rate_windows import GROUP_KEY, add_window_counts, window_counts
 from kickside_engine.store.tables import state_literal
 
 #: Due jobs read per page of the walk, at least (a claim of ``limit`` reads ``2 * limit``).
@@ -65,49 +71,6 @@ def _lock_id(kind: str, name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-@dataclass(frozen=True)
-class GroupLimits:
-    """A capacity group's limits as read now; ``problem`` says why admission is refused."""
-
-    global_limit: int | None
-    per_key_limit: int | None
-    problem: str | None
-
-    @property
-    def usable(self) -> bool:
-        """Whether admission may use these limits (both read and valid)."""
-        return self.problem is None and None not in (self.global_limit, self.per_key_limit)
-
-
-def read_group_limits(db: Database, conn: Connection, declaration: dict[str, Any]) -> GroupLimits:
-    """Read a group's limits from its declared Settings namespace."""
-    setting = db.tables.setting
-    namespace = declaration.get("settings_namespace")
-    gkey = declaration.get("global_limit_key")
-    kkey = declaration.get("concurrency_key_limit_key")
-    if not (isinstance(namespace, str) and isinstance(gkey, str) and isinstance(kkey, str)):
-        return GroupLimits(None, None, "capacity declaration on the job is malformed")
-    rows = dict(
-        conn.execute(
-            select(setting.c.key, setting.c.value).where(
-                setting.c.namespace == namespace, setting.c.key.in_([gkey, kkey])
-            )
-        ).all()
-    )
-    problems: list[str] = []
-    limits: list[int | None] = []
-    for key in (gkey, kkey):
-        if key not in rows:
-            problems.append(f"setting {namespace}/{key} is missing")
-            limits.append(None)
-            continue
-        value = limit_value(rows[key])
-        if value is None:
-            problems.append(f"setting {namespace}/{key} is invalid ({rows[key]!r})")
-        limits.append(value)
-    return GroupLimits(limits[0], limits[1], "; ".join(problems) or None)
-
-
 @dataclass
 class Admission:
     """What one claim may still admit: usage counted now, limits read as groups turn up, and
@@ -115,6 +78,8 @@ class Admission:
 
     db: Database
     conn: Connection
+    #: The claim's time: which rate windows admissions count in.
+    now: datetime | None = None
     per_key: Counter[str] = field(default_factory=Counter)
     per_group: Counter[str] = field(default_factory=Counter)
     per_group_key: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -125,6 +90,10 @@ class Admission:
     full_groups: set[str] = field(default_factory=set)
     #: (group, key) pairs at the group's per-key limit.
     full_pairs: set[tuple[str, str]] = field(default_factory=set)
+    #: Starts in the current rate windows by (group, key or ``GROUP_KEY``), read as groups and
+    #: keys turn up, plus this claim's admissions.
+    rate_used: Counter[tuple[str, str]] = field(default_factory=Counter)
+    rate_read: set[tuple[str, str]] = field(default_factory=set)
 
     def count_executing(self) -> None:
         """Count the executing keyed jobs (every queue: keys and groups span queues)."""
@@ -156,6 +125,62 @@ class Admission:
             limits = self.limits[group] = read_group_limits(self.db, self.conn, declaration)
         return limits
 
+    def read_rates(self, rows: Sequence[Any]) -> None:
+        """Read the rate windows' counts of the groups and keys of one page of due jobs, one
+        query per rate-limited group (not one per job)."""
+        assert self.now is not None
+        wanted: dict[str, set[str]] = {}
+        for row in rows:
+            group, key = row.capacity_group, row.concurrency_key
+            if not group or key is None or group in self.full_groups:
+                continue
+            limits = self._group_limits(group, row.id)
+            keys = wanted.setdefault(group, set())
+            if limits.rate is not None:
+                keys.add(GROUP_KEY)
+            if limits.per_key_rate is not None:
+                keys.add(key)
+        for group, keys in wanted.items():
+            limits = self.limits[group]
+            for rate, subset in (
+                (limits.rate, {k for k in keys if k == GROUP_KEY}),
+                (limits.per_key_rate, {k for k in keys if k != GROUP_KEY}),
+            ):
+                unread = {k for k in subset if (group, k) not in self.rate_read}
+                if rate is None or not unread:
+                    continue
+                found = window_counts(self.db, self.conn, group, unread, rate.window_at(self.now))
+                for key in unread:
+                    self.rate_read.add((group, key))
+                    self.rate_used[(group, key)] += found.get(key, 0)
+
+    def _group_full(self, group: str, limits: GroupLimits) -> bool:
+        assert limits.global_limit is not None
+        return self.per_group[group] >= limits.global_limit or (
+            limits.rate is not None and self.rate_used[(group, GROUP_KEY)] >= limits.rate.limit
+        )
+
+    def _pair_full(self, group: str, key: str, limits: GroupLimits) -> bool:
+        assert limits.per_key_limit is not None
+        return self.per_group_key[(group, key)] >= limits.per_key_limit or (
+            limits.per_key_rate is not None
+            and self.rate_used[(group, key)] >= limits.per_key_rate.limit
+        )
+
+    def started(self, claimed: Sequence[ClaimedJob]) -> dict[tuple[str, str, Any, Any], int]:
+        """The starts of ``claimed`` to add to each rate window: (group, key, start, end)."""
+        assert self.now is not None
+        counts: Counter[tuple[str, str, Any, Any]] = Counter()
+        for c in claimed:
+            group, key = c.job.capacity_group, c.job.concurrency_key
+            limits = self.limits.get(group or "")
+            if limits is None or key is None:
+                continue
+            for rate, counted in ((limits.rate, GROUP_KEY), (limits.per_key_rate, key)):
+                if rate is not None:
+                    counts[(str(group), counted, *rate.window_at(self.now))] += 1
+        return dict(counts)
+
     def admit(self, row: Any) -> bool:
         """Admit the due job ``row`` if its limits allow it now, counting it; else note the
         key or group that holds it back."""
@@ -174,16 +199,14 @@ class Admission:
         if not limits.usable:
             self.full_groups.add(group)
             return False
-        assert limits.global_limit is not None and limits.per_key_limit is not None
-        admitted = (
-            self.per_group[group] < limits.global_limit
-            and self.per_group_key[(group, key)] < limits.per_key_limit
-        )
+        admitted = not self._group_full(group, limits) and not self._pair_full(group, key, limits)
         if admitted:
             self._take(group, key)
-        if self.per_group[group] >= limits.global_limit:
+            self.rate_used[(group, GROUP_KEY)] += 1
+            self.rate_used[(group, key)] += 1
+        if self._group_full(group, limits):
             self.full_groups.add(group)
-        if self.per_group_key[(group, key)] >= limits.per_key_limit:
+        if self._pair_full(group, key, limits):
             self.full_pairs.add((group, key))
         return admitted
 
@@ -248,6 +271,7 @@ def choose_jobs(
                 )
             )
         rows = conn.execute(stmt).all()
+        admission.read_rates(rows)
         for row in rows:
             if admission.admit(row):
                 chosen.append(row.id)
@@ -319,10 +343,11 @@ def claim_keyed(
     admission.count_executing()
     if now is None:
         now = utcnow()
+    admission.now = now
     admitted = choose_jobs(db, conn, admission, queue=queue, limit=limit, now=now, workers=workers)
     if not admitted:
         return []
-    return claim_jobs(
+    claimed = claim_jobs(
         db,
         conn,
         queue=queue,
@@ -334,3 +359,6 @@ def claim_keyed(
         keyless_only=False,
         job_ids=admitted,
     )
+    # What was claimed, not what was admitted: a job another transaction holds is skipped.
+    add_window_counts(db, conn, admission.started(claimed))
+    return claimed

@@ -44,7 +44,9 @@ VERSION_TABLE = "kickside_alembic_version"
 #: The oldest schema revision this code runs on (see the module docstring). Raise it when the
 #: code starts to use a column or table unconditionally; keep it when a new column is read and
 #: written only where :meth:`Database.has_column` allows.
-OLDEST_SCHEMA = "0008"  # job progress: claims clear it, settles and renewals write it
+#: 0008: claims clear a job's progress, renewals and settles write it; 0009: claims count the
+#: starts of rate-limited capacity groups.
+OLDEST_SCHEMA = "0009"
 #: Where each migration records the oldest code head its schema runs (``kickside_setting``).
 COMPATIBILITY_NAMESPACE = "kickside.schema"
 COMPATIBILITY_KEY = "compatibility"

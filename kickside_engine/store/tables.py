@@ -82,6 +82,7 @@ class Tables:
     setting: Table
     recurring_execution: Table
     audit: Table
+    rate_window: Table
 
 
 def _partial_index(name: str | None, *columns: Any, where: Any, unique: bool = False) -> Index:
@@ -326,6 +327,22 @@ def build_tables(schema: str | None = None) -> Tables:
     # Migration 0005: one job's entries, newest first (the job detail and its log).
     Index("ix_kickside_audit_target_id", audit.c.target, audit.c.id)
 
+    # Migration 0009: starts per capacity group (key '') or concurrency key and rate window
+    # (store/rate_windows.py); the Pruner deletes ended windows by their end.
+    rate_window = Table(
+        "kickside_rate_window",
+        md,
+        Column("capacity_group", String(255), nullable=False),
+        Column("concurrency_key", String(255), nullable=False),
+        Column("window_start", UTCDateTime, nullable=False),
+        Column("window_end", UTCDateTime, nullable=False),
+        Column("admitted", Integer, nullable=False),
+        PrimaryKeyConstraint("capacity_group", "concurrency_key", "window_start", "window_end"),
+        CheckConstraint("admitted >= 0", name="admitted"),
+        CheckConstraint("window_end > window_start", name="window"),
+    )
+    Index(None, rate_window.c.window_end)
+
     return Tables(
         metadata=md,
         job=job,
@@ -335,6 +352,7 @@ def build_tables(schema: str | None = None) -> Tables:
         setting=setting,
         recurring_execution=recurring_execution,
         audit=audit,
+        rate_window=rate_window,
     )
 
 

@@ -1,4 +1,7 @@
-"""Capacity groups: limits from Settings, usage now, per-key usage and refused admissions."""
+"""Capacity groups: limits from Settings, usage now, per-key usage and refused admissions.
+
+Rate limits show the starts of the current window against the limit (``3/600 /min``).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ GROUPS = (
     Col("group", "group"),
     Col("global", "global"),
     Col("per key limit", "per key limit", "per key"),
+    Col("rate", "rate", drop=1),
+    Col("key rate", "key rate", drop=2),
     Col("waiting", "waiting"),
     Col("settings", "settings", drop=2, flex=True),
     Col("problem", "problem", drop=1, flex=True),
@@ -28,6 +33,7 @@ KEYS = (
     Col("group", "group"),
     Col("concurrency key", "concurrency key", "key"),
     Col("executing", "executing", "exec"),
+    Col("rate", "rate", drop=1),
 )
 WAITING = (
     Col("job", "job"),
@@ -42,6 +48,16 @@ def _usage(used: int, limit: int | None) -> Text:
         return Text(f"{used}/?", style="bold red")
     style = "bold red" if used >= limit else "dark_orange" if used >= 0.8 * limit else ""
     return Text(f"{used}/{limit}", style=style, justify="right")
+
+
+def _rate_usage(used: int, rate: str | None) -> Text:
+    """``3/600 /min``: starts this window against the rate; ``-`` without one."""
+    if rate is None:
+        return Text("-", style="dim", justify="right")
+    limit, _, unit = rate.partition("/")
+    usage = _usage(used, int(limit))
+    usage.append(f" /{unit}", style="dim")
+    return usage
 
 
 class CapacityScreen(ViewScreen):
@@ -71,8 +87,11 @@ class CapacityScreen(ViewScreen):
         key_rows: list[Row] = []
         waiting_rows: list[Row] = []
         for g in groups:
+            keys = [g.global_limit_key, g.concurrency_key_limit_key]
+            keys += [g.rate_limit_key] if g.rate_limit else []
+            keys += [g.rate_limit_per_key_key] if g.rate_limit_per_key else []
             settings = (
-                f"{g.settings_namespace}: {g.global_limit_key}, {g.concurrency_key_limit_key}"
+                f"{g.settings_namespace}: {', '.join(str(k) for k in keys)}"
                 if g.settings_namespace
                 else "-"
             )
@@ -86,6 +105,8 @@ class CapacityScreen(ViewScreen):
                             "?" if g.per_key_limit is None else str(g.per_key_limit),
                             justify="right",
                         ),
+                        _rate_usage(g.rate_used, g.rate_limit),
+                        Text(g.rate_limit_per_key or "-", justify="right"),
                         Text(
                             count(g.waiting),
                             justify="right",
@@ -96,9 +117,17 @@ class CapacityScreen(ViewScreen):
                     ],
                 )
             )
-            for key, used in sorted(g.per_key.items()):
+            for key in sorted(set(g.per_key) | set(g.rate_used_per_key)):
                 key_rows.append(
-                    (f"{g.group}\x00{key}", [g.group, key or "-", _usage(used, g.per_key_limit)])
+                    (
+                        f"{g.group}\x00{key}",
+                        [
+                            g.group,
+                            key or "-",
+                            _usage(g.per_key.get(key, 0), g.per_key_limit),
+                            _rate_usage(g.rate_used_per_key.get(key, 0), g.rate_limit_per_key),
+                        ],
+                    )
                 )
             for w in g.waiting_jobs:
                 refused = not w.reason.startswith("eligible")

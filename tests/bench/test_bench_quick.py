@@ -196,3 +196,41 @@ def test_quick_keyed_claims_claim_every_admissible_key(target: Target, tmp_path:
     # a's head and every other key's job, whatever the backlog ahead of them.
     assert entry["metrics"]["jobs_claimed"] == entry["params"]["keys"] + 1
     assert all(_number(entry["metrics"][m]) for m in ("claim_p50_ms", "empty_claim_ms"))
+
+
+def test_quick_rate_limits_admit_exactly_the_rate_per_window(
+    target: Target, tmp_path: Path
+) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--quick",
+            "--only",
+            "rate_limits",
+            "--backend",
+            target.backend,
+            "--results-dir",
+            str(tmp_path / "rated"),
+            "--no-peers",
+            "--no-pgbench",
+            "--no-plot",
+            *(
+                ["--database-url", target.url, "--schema", str(target.schema)]
+                if target.backend == "postgresql"
+                else ["--sqlite-path", target.url.removeprefix("sqlite:///")]
+            ),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (json_file,) = (tmp_path / "rated").glob("*.json")
+    (entry,) = json.loads(json_file.read_text())["results"]
+    assert entry["error"] is None
+    assert [run["admitted"] for run in entry["runs"]] == [entry["params"]["rate_per_min"]] * 3
+    assert all(_number(entry["metrics"][m]) for m in ("claim_ms_per_job", "cost_ratio"))

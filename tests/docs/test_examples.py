@@ -25,6 +25,7 @@ SCRIPTS = [
     "hooks/run_hooks.py",
     "slots/mailboxes.py",
     "capacity/exports.py",
+    "capacity/rates.py",
     "cron/run_cron.py",
     "pool/embedded.py",
     "security/redaction.py",

@@ -18,6 +18,7 @@ ENGINE_TABLES = {
     "kickside_setting",
     "kickside_recurring_execution",
     "kickside_audit",
+    "kickside_rate_window",
 }
 
 

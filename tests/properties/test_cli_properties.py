@@ -140,7 +140,7 @@ command_lines = st.one_of(
     st.tuples(
         st.just(["capacity", "set"]),
         cli_text.map(lambda n: [n]),
-        _options(["--global-limit", "--per-key-limit", "--global-key"], numbers),
+        _options(["--global-limit", "--per-key-limit", "--global-key", "--rate-limit"], numbers),
     ),
     st.tuples(
         st.just(["enqueue"]),

@@ -4,6 +4,7 @@ audit, and only jobs of workers the pool has (the rest wait for a pool that has 
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,41 @@ def test_pools_keep_capacity_limits_and_their_history_shows_it(
     assert most_at_once([(s, e) for _k, _p, s, e in runs]) <= 2
     for key in ("k0", "k1", "k2"):
         assert most_at_once([(s, e) for k, _p, s, e in runs if k == key]) == 1
+
+
+def test_pools_keep_rate_limits_and_held_jobs_are_not_charged_an_attempt(
+    db: Database, target: Target, tmp_path: Path
+) -> None:
+    set_setting(db, "pool.capacity", "global_limit", 10)
+    set_setting(db, "pool.capacity", "concurrency_key_limit", 10)
+    set_setting(db, "pool.capacity", "rate_limit", "4/s")
+    set_setting(db, "pool.capacity", "rate_limit_per_key", "2/s")
+    ids = [
+        j.id
+        for j in enqueue_many(
+            db,
+            [
+                JobBuilder.for_worker(spec_of(capped_sleep), {"seconds": 0.01}).concurrency_key(
+                    f"k{i % 3}"
+                )
+                for i in range(18)
+            ],
+        )
+    ]
+    pools = [
+        start_worker(target.cli_args(), queues="default:5", log=tmp_path / f"pool{n}.out")
+        for n in range(2)
+    ]
+    try:
+        wait_for(lambda: _state_count(db, JobState.COMPLETED) == 18, 120, "18 completed jobs")
+    finally:
+        assert [stop(p) for p in pools] == [0, 0]
+    runs = _runs_by_start(db)
+    assert len(runs) == 18  # one run each: holding a job back never ran, failed or retried it
+    per_window = Counter(s.replace(microsecond=0) for _k, _p, s, _e in runs)
+    per_key = Counter((k, s.replace(microsecond=0)) for k, _p, s, _e in runs)
+    assert max(per_window.values()) <= 4 and max(per_key.values()) <= 2
+    assert {get_job(db, i).attempt for i in ids} == {1}  # type: ignore[union-attr]
 
 
 FUTURE_APP = """

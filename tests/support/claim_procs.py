@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import random
 import time
 
-from kickside_engine import claim, connect_database, record
+from kickside_engine import (
+    JobState,
+    claim,
+    complete,
+    connect_database,
+    get_job_statuses,
+    record,
+)
 from kickside_engine.execution import execute
 from kickside_engine.workers import WorkerRegistry
 
@@ -38,3 +46,40 @@ def claim_until_empty(url: str, schema: str | None, node: str, batch: int, start
     finally:
         db.dispose()
     return ran
+
+
+def claim_rated(
+    url: str,
+    schema: str | None,
+    queue: str,
+    job_ids: list[str],
+    node: str,
+    seed: int,
+    start_at: float,
+) -> int:
+    """Claim batches of 1 to 4 jobs of ``queue`` and complete them at once, until every one of
+    ``job_ids`` is completed; returns how many this process ran.
+
+    Jobs finish at once so that only the rate limit holds admission back: the racers meet at
+    the window's count, not at a concurrency limit.
+    """
+    rng = random.Random(seed)
+    db = connect_database(url, schema=schema)
+    time.sleep(max(0.0, start_at - time.time()))
+    deadline = time.monotonic() + 90.0
+    ran = 0
+    try:
+        while time.monotonic() < deadline:
+            claimed = claim(db, queue=queue, node=node, limit=rng.randint(1, 4))
+            for c in claimed:
+                if not complete(db, c):
+                    raise RuntimeError(f"lost the lease of {c.job.id}")
+            ran += len(claimed)
+            if not claimed:
+                states = get_job_statuses(db, job_ids)
+                if all(s is JobState.COMPLETED for s in states.values()):
+                    return ran
+                time.sleep(rng.uniform(0.002, 0.01))
+    finally:
+        db.dispose()
+    raise TimeoutError(f"{node}: jobs of {queue} were still waiting at the deadline")
