@@ -14,7 +14,7 @@ from kickside_engine import Database, JobBuilder, JobState, MigrationError, enqu
 from kickside_engine.control import list_nodes
 from kickside_engine.control.capacity import capacity_namespaces
 from kickside_engine.store.nodes import NodeBeat, heartbeat
-from kickside_engine.store.revisions import COMPATIBILITY_KEY, COMPATIBILITY_NAMESPACE
+from kickside_engine.store.revisions import COMPATIBILITY_KEY, COMPATIBILITY_NAMESPACE, position
 from kickside_tui.cli.main import app
 
 from ..conftest import Target
@@ -111,18 +111,22 @@ def test_a_newer_schema_without_a_record_for_it_is_refused(db: Database, target:
         handle.dispose()
 
 
-def test_this_code_runs_on_its_oldest_schema_without_the_newer_column(
+def test_this_code_runs_on_its_oldest_schema_and_its_nodes_publish_their_head(
     empty_db: Database,
 ) -> None:
     migrate.upgrade(empty_db, migrate.OLDEST_SCHEMA)
     assert enqueue(empty_db, JobBuilder("ok", {})).state is JobState.AVAILABLE
     now = datetime.now(UTC)
     beat = NodeBeat("n1", "h", 1, {"default": 1}, "v1", 0, 1, now)
-    heartbeat(empty_db, beat, now)  # the schema has no schema_head column: none is written
+    heartbeat(empty_db, beat, now)
     [node] = list_nodes(empty_db, now)
-    assert node.name == "n1" and node.schema_head is None
+    # schema_head arrived in 0007: on an older oldest schema the heartbeat writes none.
+    has_head_column = position(migrate.OLDEST_SCHEMA) >= position("0007")
+    assert node.name == "n1" and node.schema_head == (HEAD if has_head_column else None)
     status = migrate.status(empty_db)
-    assert status.pending == (HEAD,) and [n.name for n in status.stopped_by_upgrade] == ["n1"]
+    pending = migrate.OLDEST_SCHEMA != HEAD
+    assert status.pending == ((HEAD,) if pending else ())
+    assert [n.name for n in status.stopped_by_upgrade] == (["n1"] if pending else [])
 
     migrate.upgrade(empty_db)
     heartbeat(empty_db, beat, now)
@@ -144,9 +148,16 @@ def test_a_schema_older_than_this_code_runs_on_is_refused_with_the_fix(
 def test_migrate_status_names_the_nodes_the_upgrade_would_stop(
     target: Target, empty_db: Database
 ) -> None:
-    migrate.upgrade(empty_db, migrate.OLDEST_SCHEMA)
+    # A pool of an older Kickside, on the schema it knew (0006: no schema_head to publish).
+    migrate.upgrade(empty_db, "0006")
     now = datetime.now(UTC)
-    heartbeat(empty_db, NodeBeat("web-7", "h1", 42, {"default": 1}, "2.3.1", 0, 1, now), now)
+    with empty_db.begin(check_schema=False) as conn:
+        conn.execute(
+            sa.insert(empty_db.tables.node).values(
+                name="web-7", host="h1", pid=42, queues={"default": 1}, code_version="2.3.1",
+                executors_busy=0, executors_total=1, started_at=now, heartbeat_at=now,
+            )
+        )  # fmt: skip
     result = runner.invoke(app, [*target.cli_args(), "migrate", "status"])
     assert result.exit_code == 1  # pending
     assert "would stop:       web-7 on h1 (pid 42, code 2.3.1, schema head unknown" in (
