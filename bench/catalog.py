@@ -78,9 +78,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "latency_inprocess", "4b latency, pool in the enqueuing process", BOTH, latency_inprocess
     ),
-    Workload(
-        "async_drain", "10 async drain: async no-op jobs, concurrency 10", BOTH, async_drain
-    ),
+    Workload("async_drain", "10 async drain: async no-op jobs, concurrency 10", BOTH, async_drain),
     Workload("io_drain", "10b I/O-bound async drain: 10 ms sleeps, 200 slots", BOTH, io_drain),
     Workload(
         "async_latency",

@@ -127,9 +127,7 @@ def io_drain(ctx: Context) -> Measurement:
     n = ctx.count(IO_DRAIN_JOBS, minimum=IO_SLOTS)
     db = ctx.target.open()
     try:
-        runs, details = _drain_runs(
-            ctx, db, "io_drain", "io", {"seconds": IO_SECONDS}, IO_SLOTS, n
-        )
+        runs, details = _drain_runs(ctx, db, "io_drain", "io", {"seconds": IO_SECONDS}, IO_SLOTS, n)
     finally:
         db.dispose()
     metrics = _medians(runs)

@@ -129,6 +129,8 @@ def latency_inprocess(ctx: Context) -> Measurement:
     """Enqueue-to-start p50/p99 with the pool embedded in the enqueuing process."""
     db = ctx.target.open()
     try:
-        return measure_latency(ctx, db, "latency_inprocess", InProcessPool(db, concurrency=CONCURRENCY))
+        return measure_latency(
+            ctx, db, "latency_inprocess", InProcessPool(db, concurrency=CONCURRENCY)
+        )
     finally:
         db.dispose()
