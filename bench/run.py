@@ -161,12 +161,13 @@ def _run_peers(
         wanted = [p for p in peers if (p in runner.IN_VENV312) == (venv == runner.VENV312)]
         if not any(runner.counts_for(p, counts) for p in wanted):
             continue
+        found: Path | str
         try:
-            python = setup(progress)
+            found = setup(progress)
         except (OSError, subprocess.CalledProcessError) as exc:
             print(f"error: could not set up {venv}: {exc}", file=sys.stderr)
-            python = f"could not set up {venv}: {exc}"
-        pythons.update(dict.fromkeys(wanted, python))
+            found = f"could not set up {venv}: {exc}"  # the reason, for each of its peers
+        pythons.update(dict.fromkeys(wanted, found))
     results: list[dict[str, Any]] = []
     for peer in peers:
         peer_counts = runner.counts_for(peer, counts)

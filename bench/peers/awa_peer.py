@@ -55,20 +55,24 @@ class Stamp:
 ARGS: dict[str, Any] = {"noop": Noop, "io": Io, "stamp": Stamp}
 
 
+async def noop(job: Any) -> None:
+    """Nothing."""
+
+
+async def io(job: Any) -> None:
+    """Wait as an I/O call would (io_drain)."""
+    await asyncio.sleep(job.args.seconds)
+
+
+async def stamp(job: Any) -> None:
+    """Record when this body began."""
+    protocol.write_stamp(job.args.log, job.id)
+
+
 def register(client: Any) -> None:
-    """The benchmark's task handlers, on ``client``."""
-
-    @client.task(Noop, kind="noop", queue=QUEUE)
-    async def noop(job: Any) -> None:
-        return None
-
-    @client.task(Io, kind="io", queue=QUEUE)
-    async def io(job: Any) -> None:
-        await asyncio.sleep(job.args.seconds)
-
-    @client.task(Stamp, kind="stamp", queue=QUEUE)
-    async def stamp(job: Any) -> None:
-        protocol.write_stamp(job.args.log, job.id)
+    """The benchmark's task handlers, on ``client`` (``client.task`` is awa's decorator)."""
+    for kind, handler in (("noop", noop), ("io", io), ("stamp", stamp)):
+        client.task(ARGS[kind], kind=kind, queue=QUEUE)(handler)
 
 
 class AwaPeer:
