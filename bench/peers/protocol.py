@@ -10,6 +10,7 @@ until SIGTERM, as Kickside's pool runs for the same workloads.
 from __future__ import annotations
 
 import os
+import platform
 import select
 import signal
 import statistics
@@ -106,7 +107,11 @@ def result(
         "params": params,
         "metrics": {k: _round(v) for k, v in metrics.items()},
         "runs": [{k: _round(v) for k, v in run.items()} for run in runs or []],
-        "details": {"version": peer.version, **(details or {})},
+        "details": {
+            "version": peer.version,
+            "python": platform.python_version(),
+            **(details or {}),
+        },
         "error": None,
     }
 
