@@ -196,3 +196,50 @@ def test_quick_keyed_claims_claim_every_admissible_key(target: Target, tmp_path:
     # a's head and every other key's job, whatever the backlog ahead of them.
     assert entry["metrics"]["jobs_claimed"] == entry["params"]["keys"] + 1
     assert all(_number(entry["metrics"][m]) for m in ("claim_p50_ms", "empty_claim_ms"))
+
+
+def test_quick_async_drains_run_on_an_async_executor(tmp_path: Path) -> None:
+    require_postgres()
+    target = Target("postgresql", PG_URL, f"kst_{uuid.uuid4().hex[:16]}")
+    results = tmp_path / "results"
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.run",
+                "--quick",
+                "--only",
+                "async_drain,io_drain",
+                "--backend",
+                "postgresql",
+                "--database-url",
+                target.url,
+                "--schema",
+                str(target.schema),
+                "--results-dir",
+                str(results),
+                "--no-peers",
+                "--no-pgbench",
+                "--no-plot",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        _drop_schema(str(target.schema))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (json_file,) = results.glob("*.json")
+    entries = {e["workload"]: e for e in json.loads(json_file.read_text())["results"]}
+    assert set(entries) == {"async_drain", "io_drain"}
+    for entry in entries.values():
+        assert entry["error"] is None and _number(entry["metrics"]["jobs_per_s"])
+        assert entry["details"]["states_after_last_run"] == {"completed": entry["params"]["jobs"]}
+        assert "1 async executor" in entry["details"]["executors"]
+    io = entries["io_drain"]
+    assert io["params"]["concurrency"] == 200 and io["params"]["limit_jobs_per_s"] == 20000
+    assert 0 < io["metrics"]["limit_fraction"] < 1
+    assert "| 10b | I/O-bound drain, share of the Little's-law limit (20,000/s) |" in proc.stdout
