@@ -10,6 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.nodes import MULTI_JOBS
+from bench.workloads.async_drains import (
+    ASYNC_DRAIN_JOBS,
+    IO_DRAIN_JOBS,
+    async_drain,
+    async_latency,
+    io_drain,
+)
 from bench.workloads.common import Context, Measurement, scaled
 from bench.workloads.dashboard import dashboard
 from bench.workloads.dispatch import dispatch
@@ -72,6 +79,14 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "latency_inprocess", "4b latency, pool in the enqueuing process", BOTH, latency_inprocess
     ),
+    Workload("async_drain", "10 async drain: async no-op jobs, concurrency 10", BOTH, async_drain),
+    Workload("io_drain", "10b I/O-bound async drain: 10 ms sleeps, 200 slots", BOTH, io_drain),
+    Workload(
+        "async_latency",
+        "10c async enqueue-to-start latency, pool in its own process",
+        POSTGRESQL,
+        async_latency,
+    ),
     Workload(
         "history_scale", "5 claim-and-complete cost vs history size", POSTGRESQL, history_scale
     ),
@@ -118,6 +133,9 @@ PEER_WORKLOADS: dict[str, tuple[int, int]] = {
     "latency": (LATENCY_JOBS, LATENCY_MINIMUM),
     "history_scale": (CLAIMED_JOBS, 10),
     "multi_node": (MULTI_JOBS, 10),
+    "async_drain": (ASYNC_DRAIN_JOBS, 10),
+    "io_drain": (IO_DRAIN_JOBS, 200),
+    "async_latency": (LATENCY_JOBS, LATENCY_MINIMUM),
 }
 
 

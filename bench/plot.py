@@ -19,6 +19,8 @@ THROUGHPUT = (
     ("drain", "jobs_per_s", "drain, 1 pool"),
     ("multi_node", "jobs_per_s_1_pools", "multi-node, 1 pool"),
     ("multi_node", "jobs_per_s_4_pools", "multi-node, 4 pools"),
+    ("async_drain", "jobs_per_s", "async drain"),
+    ("io_drain", "jobs_per_s", "I/O drain, 200 slots"),
 )
 
 

@@ -55,8 +55,9 @@ def summary_table(doc: dict[str, Any]) -> list[str]:
     results = doc["results"]
     lines = [
         "| system | backend | bulk enqueue jobs/s | single enqueue jobs/s | drain jobs/s "
-        "| latency p50 / p99 ms | history slowdown | multi-node jobs/s (1 / 2 / 4 pools) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| latency p50 / p99 ms | history slowdown | multi-node jobs/s (1 / 2 / 4 pools) "
+        "| async drain jobs/s | I/O drain jobs/s (share of limit) | async latency p50 / p99 ms |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for system, backend in _rows(doc):
 
@@ -65,6 +66,8 @@ def summary_table(doc: dict[str, Any]) -> list[str]:
 
         version = doc["versions"].get(system)
         p50, p99 = figure("latency", "p50_ms"), figure("latency", "p99_ms")
+        a50, a99 = figure("async_latency", "p50_ms"), figure("async_latency", "p99_ms")
+        io, share = figure("io_drain", "jobs_per_s"), figure("io_drain", "limit_fraction")
         multi = [figure("multi_node", f"jobs_per_s_{k}_pools") for k in (1, 2, 4)]
         cells = [
             f"{system} {version}" if version else system,
@@ -75,6 +78,9 @@ def summary_table(doc: dict[str, Any]) -> list[str]:
             "—" if p50 is None or p99 is None else f"{p50:.1f} / {p99:.1f}",
             fmt(figure("history_scale", "slowdown"), "x"),
             "—" if all(m is None for m in multi) else " / ".join(fmt(m, "jobs/s") for m in multi),
+            fmt(figure("async_drain", "jobs_per_s"), "jobs/s"),
+            "—" if io is None else f"{fmt(io, 'jobs/s')} ({fmt(share, 'share')})",
+            "—" if a50 is None or a99 is None else f"{a50:.1f} / {a99:.1f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines

@@ -156,20 +156,33 @@ def _run_peers(
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     if not counts or not peers:
         return []
-    try:
-        python = runner.ensure_venv(progress)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        error = f"could not set up {runner.VENV}: {exc}"
-        print(f"error: {error}", file=sys.stderr)
-        return [e for p in peers for e in runner.failed(p, counts, error)]
+    pythons: dict[str, Path | str] = {}
+    for venv, setup in ((runner.VENV, runner.ensure_venv), (runner.VENV312, runner.ensure_venv312)):
+        wanted = [p for p in peers if (p in runner.IN_VENV312) == (venv == runner.VENV312)]
+        if not any(runner.counts_for(p, counts) for p in wanted):
+            continue
+        found: Path | str
+        try:
+            found = setup(progress)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"error: could not set up {venv}: {exc}", file=sys.stderr)
+            found = f"could not set up {venv}: {exc}"  # the reason, for each of its peers
+        pythons.update(dict.fromkeys(wanted, found))
     results: list[dict[str, Any]] = []
     for peer in peers:
+        peer_counts = runner.counts_for(peer, counts)
+        if not peer_counts:
+            continue
+        python = pythons[peer]
+        if isinstance(python, str):
+            results += runner.failed(peer, peer_counts, python)
+            continue
         results += runner.run_peer(
             python,
             peer,
             url=args.database_url,
             schema=f"{schema}_{peer}",
-            counts=counts,
+            counts=peer_counts,
             workdir=workdir,
             progress=progress,
             history=catalog.history_sizes(scale),

@@ -113,6 +113,33 @@ def times_fastest_peer(factor: float, row: Row) -> Callable[[Doc, float | None],
     return verdict
 
 
+def within_fastest_peer(factor: float, row: Row) -> Callable[[Doc, float | None], Verdict]:
+    """Kickside's figure (lower is better) at most ``factor`` times the fastest peer's."""
+
+    def verdict(doc: Doc, mine: float | None) -> Verdict:
+        wanted = f"≤ {factor:g}x the fastest peer"
+        best = _fastest_peer(doc, row)
+        if mine is None or best is None:
+            return wanted, "no peer measured" if mine is not None else "—", None
+        ratio = mine / best[1]
+        return wanted, f"{ratio:.2f}x {best[0]}", ratio <= factor
+
+    return verdict
+
+
+def at_most_peer(peer: str, row: Row) -> Callable[[Doc, float | None], Verdict]:
+    """Kickside's figure (lower is better) no higher than ``peer``'s in the same run."""
+
+    def verdict(doc: Doc, mine: float | None) -> Verdict:
+        wanted = f"≤ {peer}'s"
+        theirs = row.value(doc, peer)
+        if mine is None or theirs is None:
+            return wanted, f"{peer} not measured" if mine is not None else "—", None
+        return wanted, f"{mine / theirs:.2f}x {peer}", mine <= theirs
+
+    return verdict
+
+
 def share_of_baseline(share: float, baseline: str, label: str) -> Callable[..., Verdict]:
     """Kickside's rate at least ``share`` of a pgbench baseline's transactions/s."""
 
@@ -313,6 +340,7 @@ def _rows() -> list[Row]:
             target=at_most(250, " MB"),
         ),
     ]
+    rows += _async_rows()
     for backend in ("postgresql", "sqlite"):
         prefix = "" if backend == "postgresql" else "SQLite: "
         for title, name in (
@@ -381,6 +409,61 @@ def _rows() -> list[Row]:
     return rows
 
 
+def _async_rows() -> list[Row]:
+    """Issue 21's async figures: ``async def`` jobs on async executors (each peer's async
+    worker at the same concurrency)."""
+    drain = Row(
+        "10", "async drain, 1 pool, concurrency 10", "async_drain", "jobs_per_s", "jobs/s", True
+    )
+    cpu = Row(
+        "10",
+        "async drain CPU (pool + PostgreSQL)",
+        "async_drain",
+        "cpu_s_per_1000_jobs",
+        "CPU s/1000 jobs",
+        False,
+    )
+    io = Row(
+        "10b", "I/O-bound drain (10 ms sleeps), 200 slots", "io_drain", "jobs_per_s", "jobs/s", True
+    )
+    p50 = Row("10c", "async latency p50", "async_latency", "p50_ms", "ms", False)
+    return [
+        replace(drain, target=times_fastest_peer(2.0, drain)),
+        replace(cpu, target=at_most_peer("pgqueuer", cpu)),
+        replace(io, target=times_fastest_peer(1.0, io)),
+        Row(
+            "10b",
+            "I/O-bound drain, share of the Little's-law limit (20,000/s)",
+            "io_drain",
+            "limit_fraction",
+            "share",
+            True,
+            target=lambda _doc, mine: ("≥ 60%", "", None if mine is None else mine >= 0.6),
+        ),
+        replace(p50, target=within_fastest_peer(0.75, p50)),
+        Row(
+            "10c",
+            "async latency p99",
+            "async_latency",
+            "p99_ms",
+            "ms",
+            False,
+            target=at_most(20, " ms"),
+        ),
+        Row("10", "SQLite: async drain", "async_drain", "jobs_per_s", "jobs/s", True, "sqlite"),
+        Row("10b", "SQLite: I/O-bound drain", "io_drain", "jobs_per_s", "jobs/s", True, "sqlite"),
+        Row(
+            "10b",
+            "SQLite: I/O-bound drain, share of the limit",
+            "io_drain",
+            "limit_fraction",
+            "share",
+            True,
+            "sqlite",
+        ),
+    ]
+
+
 ROWS: tuple[Row, ...] = tuple(_rows())
 
 #: Baselines shown in the table: (key in ``baselines``, title).
@@ -400,6 +483,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:,.0f}"
     if unit == "ms":
         return f"{value:.1f}"
+    if unit == "share":
+        return f"{value:.0%}"
     if unit == "x":
         return f"{value:.2f}x"
     return f"{value:.3f}"

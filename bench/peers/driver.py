@@ -19,6 +19,9 @@ from bench.peers import multinode, protocol
 SYSTEMS = {
     "procrastinate": "bench.peers.procrastinate_peer",
     "pgqueuer": "bench.peers.pgqueuer_peer",
+    "chancy": "bench.peers.chancy_peer",
+    "awa": "bench.peers.awa_peer",
+    "oban": "bench.peers.oban_peer",
 }
 
 
@@ -61,6 +64,35 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "history_scale": lambda n: protocol.history_scale(
             peer, n, {"small": small, "large": large}, args.conninfo
+        ),
+        "async_drain": lambda n: protocol.async_drain(
+            peer,
+            protocol.WorkerProcess(peer.module, [*worker_args, "--concurrency", "10"], log),
+            n,
+            workload="async_drain",
+            task="noop",
+            args=None,
+            concurrency=protocol.CONCURRENCY,
+            backend_pid=peer.backend_pid(),
+        ),
+        "io_drain": lambda n: protocol.async_drain(
+            peer,
+            protocol.WorkerProcess(
+                peer.module, [*worker_args, "--concurrency", str(protocol.IO_SLOTS)], log
+            ),
+            n,
+            workload="io_drain",
+            task="io",
+            args={"seconds": protocol.IO_SECONDS},
+            concurrency=protocol.IO_SLOTS,
+            backend_pid=peer.backend_pid(),
+        ),
+        "async_latency": lambda n: protocol.latency(
+            peer,
+            protocol.WorkerProcess(peer.module, [*worker_args, "--concurrency", "10"], log),
+            n,
+            args.workdir / f"async-latency-{args.system}.stamps",
+            workload="async_latency",
         ),
         "multi_node": lambda n: multinode.multi_node(
             peer, worker_args, args.workdir, n, peer.backend_pid(), pool_counts

@@ -3,7 +3,9 @@
 Its objects live in the run's own PostgreSQL schema (``PGQUEUER_SCHEMA``, set by the runner,
 and every connection's ``search_path``), with the default "durable" tables. The worker uses
 asyncpg, pgqueuer's recommended driver, and the default dequeue batch of 10; SIGTERM sets its
-shutdown event.
+shutdown event. The async workloads (issue 21) cap it at their concurrency with
+``max_concurrent_tasks`` (10, or 200 for ``io_drain``), with a dequeue batch of half that, the
+largest the cap allows.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ CROSS JOIN (VALUES ('queued', 0), ('picked', 5), ('successful', 6)) AS s(status,
 
 async def noop(job: Any) -> None:
     """Nothing."""
+
+
+async def io(job: Any) -> None:
+    """Wait as an I/O call would (io_drain)."""
+    await asyncio.sleep(json.loads(job.payload)["seconds"])
 
 
 async def stamp(job: Any) -> None:
@@ -161,7 +168,7 @@ def open_peer(conninfo: str, schema: str) -> PgqueuerPeer:
     return PgqueuerPeer(conninfo, schema)
 
 
-async def _work(conninfo: str, schema: str) -> None:
+async def _work(conninfo: str, schema: str, concurrency: int | None) -> None:
     from pgqueuer import PgQueuer
 
     conn = await _connect(conninfo, schema)
@@ -169,9 +176,15 @@ async def _work(conninfo: str, schema: str) -> None:
     pgq.qm.entrypoint("noop")(noop)
     pgq.qm.entrypoint("stamp")(stamp)
     pgq.qm.entrypoint("span")(span)
+    pgq.qm.entrypoint("io")(io)
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, pgq.shutdown.set)
     print("ready", flush=True)
-    await pgq.qm.run(batch_size=10)
+    if concurrency is None:
+        await pgq.qm.run(batch_size=BATCH)
+    else:
+        # At most ``concurrency`` jobs in flight: pgqueuer's hard cap, which must be at least
+        # twice its dequeue batch.
+        await pgq.qm.run(batch_size=max(1, concurrency // 2), max_concurrent_tasks=concurrency)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["worker"])
     parser.add_argument("--conninfo", required=True)
     parser.add_argument("--schema", required=True)
+    parser.add_argument("--concurrency", type=int, default=None)
     args = parser.parse_args(argv)
-    asyncio.run(_work(args.conninfo, args.schema))
+    asyncio.run(_work(args.conninfo, args.schema, args.concurrency))
     return 0
 
 

@@ -42,6 +42,11 @@ async def noop() -> None:
     """Nothing."""
 
 
+async def io(seconds: float) -> None:
+    """Wait as an I/O call would (io_drain)."""
+    await asyncio.sleep(seconds)
+
+
 async def stamp(context: Any, log: str) -> None:
     """Record when this body began."""
     protocol.write_stamp(log, context.job.id)
@@ -59,6 +64,7 @@ def make_app(conninfo: str, schema: str) -> Any:
     app.task(name="noop")(noop)
     app.task(name="stamp", pass_context=True)(stamp)
     app.task(name="span", pass_context=True)(span)
+    app.task(name="io")(io)
     return app
 
 
@@ -133,11 +139,11 @@ def open_peer(conninfo: str, schema: str) -> ProcrastinatePeer:
     return ProcrastinatePeer(conninfo, schema)
 
 
-async def _work(conninfo: str, schema: str) -> None:
+async def _work(conninfo: str, schema: str, concurrency: int) -> None:
     app = make_app(conninfo, schema)
     async with app.open_async():
         print("ready", flush=True)
-        await app.run_worker_async(concurrency=protocol.CONCURRENCY, wait=True)
+        await app.run_worker_async(concurrency=concurrency, wait=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["worker"])
     parser.add_argument("--conninfo", required=True)
     parser.add_argument("--schema", required=True)
+    parser.add_argument("--concurrency", type=int, default=protocol.CONCURRENCY)
     args = parser.parse_args(argv)
-    asyncio.run(_work(args.conninfo, args.schema))
+    asyncio.run(_work(args.conninfo, args.schema, args.concurrency))
     return 0
 
 

@@ -10,6 +10,7 @@ until SIGTERM, as Kickside's pool runs for the same workloads.
 from __future__ import annotations
 
 import os
+import platform
 import select
 import signal
 import statistics
@@ -27,6 +28,10 @@ SETTLE_S = 1.0
 POLL_S = 0.05
 INTERVAL_S = 0.020
 HISTORY_ROUNDS = 3
+#: io_drain: each job sleeps 10 ms, 200 at once; Little's law bounds it at 20,000 jobs/s.
+IO_SECONDS = 0.01
+IO_SLOTS = 200
+IO_LIMIT_JOBS_PER_S = IO_SLOTS / IO_SECONDS
 
 
 class Peer(Protocol):
@@ -102,7 +107,11 @@ def result(
         "params": params,
         "metrics": {k: _round(v) for k, v in metrics.items()},
         "runs": [{k: _round(v) for k, v in run.items()} for run in runs or []],
-        "details": {"version": peer.version, **(details or {})},
+        "details": {
+            "version": peer.version,
+            "python": platform.python_version(),
+            **(details or {}),
+        },
         "error": None,
     }
 
@@ -231,8 +240,11 @@ def drain(peer: Peer, worker: WorkerProcess, n: int) -> dict[str, Any]:
     )
 
 
-def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str, Any]:
-    """Workload 4: enqueue-to-start, one job every 20 ms, on an idle worker."""
+def latency(
+    peer: Peer, worker: WorkerProcess, n: int, stamps: Path, workload: str = "latency"
+) -> dict[str, Any]:
+    """Workload 4 (and ``async_latency``, the same with the peer's async worker, which every
+    peer's worker is): enqueue-to-start, one job every 20 ms, on an idle worker."""
     stamps.unlink(missing_ok=True)
     peer.reset()
     sent: dict[str, tuple[int, int]] = {}
@@ -253,7 +265,7 @@ def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str
     from_commit = [(first[j] - sent[j][1]) / 1e6 for j in sent if j in first]
     return result(
         peer,
-        "latency",
+        workload,
         params={"jobs": n, "interval_ms": INTERVAL_S * 1000, "concurrency": CONCURRENCY},
         metrics={
             "p50_ms": percentile(from_call, 50),
@@ -264,6 +276,72 @@ def latency(peer: Peer, worker: WorkerProcess, n: int, stamps: Path) -> dict[str
             "commit_p99_ms": percentile(from_commit, 99),
         },
         details={"started": len(from_call), "placement": "separate process"},
+    )
+
+
+def async_drain(
+    peer: Peer,
+    worker: WorkerProcess,
+    n: int,
+    *,
+    workload: str,
+    task: str,
+    args: dict[str, Any] | None,
+    concurrency: int,
+    backend_pid: int,
+) -> dict[str, Any]:
+    """Issue 21's async drains (``async_drain``: no-op jobs at concurrency 10; ``io_drain``:
+    10 ms sleeps at 200): from the bulk insert's commit until ``n`` jobs completed, median of
+    3, with the CPU per 1,000 jobs of the worker's process tree plus PostgreSQL's, as
+    Kickside's (``bench.workloads.async_drains``)."""
+    from bench.cpu import PostgresCpu, process_tree_cpu_seconds
+
+    pg = PostgresCpu.from_backend(backend_pid)
+    runs = []
+    with worker:
+        assert worker.proc is not None
+        for _ in range(REPEATS):
+            peer.reset()
+            peer.bulk_enqueue(n, task, args)
+            cpu_before, pg_before = process_tree_cpu_seconds(worker.proc.pid), pg.seconds()
+            started = time.monotonic()
+            finished = wait_until(
+                lambda: peer.completed() >= n,
+                timeout_seconds=max(120.0, n / 20),
+                what="completions",
+            )
+            cpu = process_tree_cpu_seconds(worker.proc.pid) - cpu_before
+            pg_after = pg.seconds()
+            run = {
+                "seconds": finished - started,
+                "jobs_per_s": n / (finished - started),
+                "pool_cpu_s_per_1000_jobs": cpu / n * 1000,
+            }
+            if pg_before is not None and pg_after is not None:
+                run["pg_cpu_s_per_1000_jobs"] = (pg_after - pg_before) / n * 1000
+                run["cpu_s_per_1000_jobs"] = (cpu + pg_after - pg_before) / n * 1000
+            runs.append(run)
+    names = [k for k in runs[0] if k != "seconds" and all(k in r for r in runs)]
+    metrics = {k: statistics.median(r[k] for r in runs) for k in names}
+    params: dict[str, Any] = {
+        "jobs": n,
+        "repeats": REPEATS,
+        "concurrency": concurrency,
+        "pools": 1,
+    }
+    if workload == "io_drain":
+        metrics["limit_fraction"] = metrics["jobs_per_s"] / IO_LIMIT_JOBS_PER_S
+        params.update(job_seconds=IO_SECONDS, limit_jobs_per_s=IO_LIMIT_JOBS_PER_S)
+    return result(
+        peer,
+        workload,
+        params=params,
+        metrics=metrics,
+        runs=runs,
+        details={
+            "completion_poll_s": POLL_S,
+            "postgresql_cpu": "measured" if pg.reason is None else f"n/a: {pg.reason}",
+        },
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,24 +20,39 @@ from sqlalchemy import make_url
 
 from bench.targets import create_schema, drop_schema
 
-PEERS = ("procrastinate", "pgqueuer")
+PEERS = ("procrastinate", "pgqueuer", "chancy", "awa", "oban")
 BENCH = Path(__file__).resolve().parents[1]
 VENV = BENCH / ".peers-venv"
 REQUIREMENTS = BENCH / "peers" / "requirements.txt"
+#: oban (Python) needs Python 3.12+: a second environment, from the machine's pyenv.
+VENV312 = BENCH / ".peers312-venv"
+REQUIREMENTS312 = BENCH / "peers" / "requirements312.txt"
+PYTHON312_ENV = "KICKSIDE_BENCH_PYTHON312"
+PYTHON312_CANDIDATES = ("/root/.pyenv/versions/3.12.1/bin/python", "python3.13", "python3.12")
+#: Peers that run in the Python 3.12 environment.
+IN_VENV312 = frozenset({"oban"})
+#: Peers added for issue 21 run its async workloads only (the others run every workload).
+ASYNC_WORKLOADS = ("async_drain", "io_drain", "async_latency")
+ONLY: dict[str, tuple[str, ...]] = {p: ASYNC_WORKLOADS for p in ("chancy", "awa", "oban")}
 PEER_TIMEOUT_S = 3600
 
 
-def ensure_venv(progress: Callable[[str], None]) -> Path:
-    """The peers' Python, creating and filling its virtual environment when needed."""
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".bench-installed"
-    wanted = REQUIREMENTS.read_text()
+def ensure_venv(
+    progress: Callable[[str], None],
+    venv: Path = VENV,
+    requirements: Path = REQUIREMENTS,
+    base_python: str = sys.executable,
+) -> Path:
+    """A peers' Python, creating and filling its virtual environment when needed."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".bench-installed"
+    wanted = requirements.read_text()
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return python
     if not python.exists():
-        progress(f"peers: creating {VENV}")
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    progress("peers: installing " + ", ".join(PEERS) + " from PyPI")
+        progress(f"peers: creating {venv}")
+        subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
+    progress(f"peers: installing {requirements.name} from PyPI into {venv.name}")
     subprocess.run(
         [
             str(python),
@@ -46,12 +62,42 @@ def ensure_venv(progress: Callable[[str], None]) -> Path:
             "-q",
             "--disable-pip-version-check",
             "-r",
-            str(REQUIREMENTS),
+            str(requirements),
         ],
         check=True,
     )
     stamp.write_text(wanted)
     return python
+
+
+def python312() -> str:
+    """An interpreter of Python 3.12 or later for :data:`VENV312` (``OSError`` if none)."""
+    candidates = [os.environ.get(PYTHON312_ENV, ""), *PYTHON312_CANDIDATES]
+    for candidate in filter(None, candidates):
+        found = shutil.which(candidate)
+        if found is None:
+            continue
+        probe = subprocess.run(
+            [found, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+            capture_output=True,
+            text=True,
+        )
+        if probe.stdout.strip() == "True":
+            return found
+    raise OSError(f"no Python 3.12+ found (set {PYTHON312_ENV})")
+
+
+def ensure_venv312(progress: Callable[[str], None]) -> Path:
+    """The Python 3.12+ peers' environment (oban), created like :data:`VENV`."""
+    python = VENV312 / "bin" / "python"
+    base = str(python) if python.exists() else python312()
+    return ensure_venv(progress, VENV312, REQUIREMENTS312, base)
+
+
+def counts_for(system: str, counts: dict[str, int]) -> dict[str, int]:
+    """The workloads of ``counts`` that ``system`` runs."""
+    only = ONLY.get(system)
+    return {w: n for w, n in counts.items() if only is None or w in only}
 
 
 def conninfo(url: str) -> str:

@@ -66,9 +66,10 @@ def _legs(db: Database, starts: dict[str, tuple[int, int]]) -> dict[str, float]:
     }
 
 
-def _measure(
+def measure_latency(
     ctx: Context, db: Database, name: str, pool: contextlib.AbstractContextManager[Any]
 ) -> Measurement:
+    """Workload ``name``: ``stamp`` jobs enqueued one at a time into ``pool`` (entered here)."""
     n = ctx.count(LATENCY_JOBS, minimum=LATENCY_MINIMUM)
     stamps_file = ctx.workdir / f"{name}-{ctx.target.backend}.stamps"
     stamps_file.unlink(missing_ok=True)
@@ -119,7 +120,7 @@ def latency(ctx: Context) -> Measurement:
     """Enqueue-to-start p50/p99 with the pool in a process of its own."""
     db = ctx.target.open()
     try:
-        return _measure(ctx, db, "latency", ctx.pool())
+        return measure_latency(ctx, db, "latency", ctx.pool())
     finally:
         db.dispose()
 
@@ -128,6 +129,8 @@ def latency_inprocess(ctx: Context) -> Measurement:
     """Enqueue-to-start p50/p99 with the pool embedded in the enqueuing process."""
     db = ctx.target.open()
     try:
-        return _measure(ctx, db, "latency_inprocess", InProcessPool(db, concurrency=CONCURRENCY))
+        return measure_latency(
+            ctx, db, "latency_inprocess", InProcessPool(db, concurrency=CONCURRENCY)
+        )
     finally:
         db.dispose()

@@ -1,5 +1,6 @@
 """A worker pool in a process of its own, as a deployment runs it: ``python -m
-bench.workloads.poolhost --database-url URL [--schema S] [--concurrency 10]``.
+bench.workloads.poolhost --database-url URL [--schema S] [--concurrency 10]
+[--app MODULE] [--async-slots N]``.
 
 It prints ``ready`` once every executor has loaded the app (so no measurement pays for
 process start-up), runs until its standard input closes or it gets SIGTERM, then stops the pool
@@ -28,7 +29,8 @@ READY_TIMEOUT_S = 180.0
 def executors_ready(pool: WorkerPool) -> bool:
     """Whether the pool has all its executors and each has loaded the app."""
     executors = list(pool.executors)
-    return len(executors) >= pool.config.executors and all(ex.ready for ex in executors)
+    wanted = max(1, pool.config.executors + (pool.config.async_executors or 0))
+    return len(executors) >= wanted and all(ex.ready for ex in executors)
 
 
 def wait_ready(
@@ -48,6 +50,20 @@ def wait_ready(
         time.sleep(0.02)
 
 
+def pool_config(queue: str, concurrency: int, app: str, async_slots: int | None) -> PoolConfig:
+    """The pool's configuration: process executors (one per unit of concurrency), or with
+    ``async_slots`` one async executor running that many ``async def`` jobs at once."""
+    if async_slots is None:
+        return PoolConfig(queues={queue: concurrency}, app=app)
+    return PoolConfig(
+        queues={queue: concurrency},
+        app=app,
+        process_executors=0,
+        async_executors=1,
+        async_slots=async_slots,
+    )
+
+
 def cpu_seconds() -> float:
     """User plus system CPU seconds of this process and its reaped children."""
     total = 0.0
@@ -65,12 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--queue", default="default")
     parser.add_argument("--app", default=APP)
+    parser.add_argument(
+        "--async-slots",
+        type=int,
+        default=None,
+        help="run one async executor with this many slots, and no process executor",
+    )
     args = parser.parse_args(argv)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     db = Database.from_url(args.database_url, schema=args.schema)
-    pool = WorkerPool(db, PoolConfig(queues={args.queue: args.concurrency}, app=args.app))
+    pool = WorkerPool(db, pool_config(args.queue, args.concurrency, args.app, args.async_slots))
     thread = threading.Thread(target=pool.run, name="bench-pool", daemon=True)
     thread.start()
     try:

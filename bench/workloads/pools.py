@@ -34,11 +34,20 @@ class PoolProcess:
     """A pool host process (:mod:`bench.workloads.poolhost`), ready when entered."""
 
     def __init__(
-        self, target: Target, *, concurrency: int = CONCURRENCY, log: Path | None = None
+        self,
+        target: Target,
+        *,
+        concurrency: int = CONCURRENCY,
+        log: Path | None = None,
+        app: str = APP,
+        async_slots: int | None = None,
     ) -> None:
         self.target = target
         self.concurrency = concurrency
         self.log = log
+        self.app = app
+        #: One async executor with this many slots (and no process executor), when given.
+        self.async_slots = async_slots
         self.proc: subprocess.Popen[str] | None = None
         self.summary: dict[str, Any] = {}
 
@@ -58,7 +67,8 @@ class PoolProcess:
                     "--concurrency",
                     str(self.concurrency),
                     "--app",
-                    APP,
+                    self.app,
+                    *([] if self.async_slots is None else ["--async-slots", str(self.async_slots)]),
                 ],
                 cwd=ROOT,
                 env=env,

@@ -209,3 +209,37 @@ def test_one_slow_refresh_misses_the_dashboard_target_though_every_median_is_fas
     fast = report.markdown(_dashboard_doc([30.0, 31.0, 32.0, 33.0, 140.0], stored=stored))
     assert _line(fast, "| 7 | dashboard refresh, slowest single refresh (max)")[-1] == "pass"
     assert "Slowest single refresh: 140.0 ms (slots), within the target." in fast
+
+
+def test_the_async_rows_compare_each_system_and_give_the_share_of_the_io_limit() -> None:
+    doc = _doc(quick=False)
+    doc["versions"].update(pgqueuer="1.6.0", oban="0.7.0")
+    doc["results"] += [
+        _entry("kickside", "async_drain", {"jobs_per_s": 9000.0, "cpu_s_per_1000_jobs": 0.15}),
+        _entry("pgqueuer", "async_drain", {"jobs_per_s": 4000.0, "cpu_s_per_1000_jobs": 0.16}),
+        _entry("oban", "async_drain", {"jobs_per_s": 5000.0, "cpu_s_per_1000_jobs": 0.30}),
+        _entry("kickside", "io_drain", {"jobs_per_s": 13000.0, "limit_fraction": 0.65}),
+        _entry("pgqueuer", "io_drain", {"jobs_per_s": 14000.0, "limit_fraction": 0.70}),
+        _entry("kickside", "async_latency", {"p50_ms": 3.0, "p99_ms": 25.0}),
+        _entry("oban", "async_latency", {"p50_ms": 5.0, "p99_ms": 9.0}),
+    ]
+    text = report.markdown(doc)
+    drain = _line(text, "| 10 | async drain, 1 pool")
+    assert drain[-2:] == ["1.80x oban", "MISS"]  # < 2x the fastest peer (oban's 5,000)
+    assert _line(text, "| 10 | async drain CPU")[-2:] == ["0.94x pgqueuer", "pass"]
+    assert _line(text, "| 10b | I/O-bound drain (10 ms")[-2:] == ["0.93x pgqueuer", "MISS"]
+    share = _line(text, "| 10b | I/O-bound drain, share")
+    assert share[3] == "65%" and "70%" in share and share[-1] == "pass"  # every system's share
+    assert _line(text, "| 10c | async latency p50")[-2:] == ["0.60x oban", "pass"]
+    assert _line(text, "| 10c | async latency p99")[-1] == "MISS"
+
+
+def test_the_peers_added_for_async_run_only_the_async_workloads() -> None:
+    from bench import catalog
+    from bench.peers import runner
+
+    counts = catalog.peer_counts(catalog.by_name([]), 1 / 20)
+    assert counts["io_drain"] == 2000 and counts["async_drain"] == 1000
+    assert set(runner.counts_for("chancy", counts)) == set(runner.ASYNC_WORKLOADS)
+    assert set(runner.counts_for("pgqueuer", counts)) == set(counts)
+    assert "oban" in runner.IN_VENV312 and len(runner.IN_VENV312) == 1

@@ -234,3 +234,50 @@ def test_quick_rate_limits_admit_exactly_the_rate_per_window(
     assert entry["error"] is None
     assert [run["admitted"] for run in entry["runs"]] == [entry["params"]["rate_per_min"]] * 3
     assert all(_number(entry["metrics"][m]) for m in ("claim_ms_per_job", "cost_ratio"))
+
+
+def test_quick_async_drains_run_on_an_async_executor(tmp_path: Path) -> None:
+    require_postgres()
+    target = Target("postgresql", PG_URL, f"kst_{uuid.uuid4().hex[:16]}")
+    results = tmp_path / "results"
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.run",
+                "--quick",
+                "--only",
+                "async_drain,io_drain",
+                "--backend",
+                "postgresql",
+                "--database-url",
+                target.url,
+                "--schema",
+                str(target.schema),
+                "--results-dir",
+                str(results),
+                "--no-peers",
+                "--no-pgbench",
+                "--no-plot",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        _drop_schema(str(target.schema))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (json_file,) = results.glob("*.json")
+    entries = {e["workload"]: e for e in json.loads(json_file.read_text())["results"]}
+    assert set(entries) == {"async_drain", "io_drain"}
+    for entry in entries.values():
+        assert entry["error"] is None and _number(entry["metrics"]["jobs_per_s"])
+        assert entry["details"]["states_after_last_run"] == {"completed": entry["params"]["jobs"]}
+        assert "1 async executor" in entry["details"]["executors"]
+    io = entries["io_drain"]
+    assert io["params"]["concurrency"] == 200 and io["params"]["limit_jobs_per_s"] == 20000
+    assert 0 < io["metrics"]["limit_fraction"] < 1
+    assert "| 10b | I/O-bound drain, share of the Little's-law limit (20,000/s) |" in proc.stdout
