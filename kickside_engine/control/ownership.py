@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, Connection, and_, delete, func, inspect, n
 
 from kickside_engine.migrate import VERSION_TABLE
 from kickside_engine.store.database import Database
+from kickside_engine.store.revisions import COMPATIBILITY_NAMESPACE
 from kickside_engine.store.tables import Tables
 
 #: Examples of foreign names given per kind of row.
@@ -35,6 +36,11 @@ _ONE = {
     "cron runs": "cron run",
     "audit entries": "audit entry",
 }
+
+
+#: Settings Kickside keeps for itself (the migrations' compatibility record): no tool's and
+#: no application's, never reported as foreign and never deleted with an owner's rows.
+KICKSIDE_NAMESPACES = frozenset({COMPATIBILITY_NAMESPACE})
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,7 @@ def foreign_rows(db: Database, owned: Ownership) -> Inventory:
         queues = conn.execute(select(queue.name).where(queue.name.not_in(owned.queues)))
         settings = conn.execute(
             select(setting.namespace, func.count())
-            .where(setting.namespace.not_in(owned.setting_namespaces))
+            .where(setting.namespace.not_in(owned.setting_namespaces | KICKSIDE_NAMESPACES))
             .group_by(setting.namespace)
         )
         rec = t.recurring_execution.c

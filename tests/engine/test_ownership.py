@@ -121,4 +121,4 @@ def test_delete_owned_keeps_every_row_that_is_not_the_owners(db: Database) -> No
     assert [
         _count(db, table)
         for table in (t.job, t.queue, t.setting, t.node, t.recurring_execution, t.audit)
-    ] == [3, 1, 1, 1, 1, 1]
+    ] == [3, 1, 2, 1, 1, 1]  # the settings: the app's, and the migrations' own record
