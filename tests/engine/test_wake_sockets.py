@@ -42,7 +42,7 @@ def test_a_path_too_long_for_a_socket_moves_the_folder_to_a_short_one_every_proc
 
 
 def test_a_pool_in_another_process_gets_the_payload(tmp_path: Path) -> None:
-    folder = tmp_path / "db-kickside-wake"
+    folder = wake_folder(tmp_path / "db")
     receiver = _foreign_socket(folder)
     try:
         sender = WakeSender(folder)
@@ -54,7 +54,7 @@ def test_a_pool_in_another_process_gets_the_payload(tmp_path: Path) -> None:
 
 
 def test_this_process_sends_nothing_to_its_own_pools(tmp_path: Path) -> None:
-    folder = tmp_path / "db-kickside-wake"
+    folder = wake_folder(tmp_path / "db")
     own = WakeSocket.open(folder)
     assert own is not None
     try:
@@ -66,7 +66,7 @@ def test_this_process_sends_nothing_to_its_own_pools(tmp_path: Path) -> None:
 
 
 def test_a_pool_stopping_leaves_the_folder_to_the_pools_still_bound(tmp_path: Path) -> None:
-    folder = tmp_path / "db-kickside-wake"
+    folder = wake_folder(tmp_path / "db")
     first, second = WakeSocket.open(folder), WakeSocket.open(folder)
     assert first is not None and second is not None
     first.close()
@@ -76,7 +76,7 @@ def test_a_pool_stopping_leaves_the_folder_to_the_pools_still_bound(tmp_path: Pa
 
 
 def test_a_dead_pools_socket_is_removed_by_the_next_send(tmp_path: Path) -> None:
-    folder = tmp_path / "db-kickside-wake"
+    folder = wake_folder(tmp_path / "db")
     dead = _foreign_socket(folder)
     dead.close()  # killed: its file stays, nobody reads it
     sender = WakeSender(folder)
@@ -86,7 +86,7 @@ def test_a_dead_pools_socket_is_removed_by_the_next_send(tmp_path: Path) -> None
 
 
 def test_a_full_queue_never_blocks_the_sender(tmp_path: Path) -> None:
-    folder = tmp_path / "db-kickside-wake"
+    folder = wake_folder(tmp_path / "db")
     idle = _foreign_socket(folder)  # never read: its queue fills up
     sender = WakeSender(folder)
     try:
@@ -106,7 +106,7 @@ def test_no_folder_means_no_pool_and_nothing_to_send(tmp_path: Path) -> None:
 def test_a_folder_that_cannot_be_made_leaves_the_pool_to_polling(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    blocker = tmp_path / "db-kickside-wake"
+    blocker = wake_folder(tmp_path / "db")
     blocker.write_text("a file where the folder should be")
     with caplog.at_level(logging.WARNING, logger="kickside.wake_sockets"):
         assert WakeSocket.open(blocker) is None

@@ -113,14 +113,14 @@ class Release:
             check=False,
         )
 
-    def enqueue(self, target: Target, jobs: int) -> None:
-        """Enqueue ``jobs`` tick jobs with this release's engine."""
+    def enqueue(self, target: Target, jobs: int, queue: str = "default") -> None:
+        """Enqueue ``jobs`` tick jobs into ``queue`` with this release's engine."""
         code = (
             "import sys\n"
             "from kickside_engine import JobBuilder, connect_database, enqueue\n"
             "db = connect_database(sys.argv[1], schema=sys.argv[2] or None)\n"
             f"for n in range({jobs}):\n"
-            "    enqueue(db, JobBuilder('tick', {'n': n, 'by': 'previous'}))\n"
+            f"    enqueue(db, JobBuilder('tick', {{'n': n, 'by': 'previous'}}, queue={queue!r}))\n"
         )
         subprocess.run(
             [sys.executable, "-c", code, target.url, target.schema or ""],
@@ -154,7 +154,7 @@ class Release:
                     "--app",
                     "rolling_app",
                     "--queues",
-                    "default:2",
+                    f"default:2,{node}:2",  # its own queue: jobs only it may run (_runs_more)
                     "--node",
                     node,
                 ],
@@ -209,16 +209,41 @@ def _completed_by_node(db: Database) -> dict[str, int]:
         return {node: int(n) for node, n in rows}
 
 
+class Feeder:
+    """Jobs for one node's own queue, enqueued by this release where the schema accepts it,
+    else by the previous one: the shared queue alone could starve a pool that only polls (a
+    pool woken at once by each enqueue takes every job first)."""
+
+    def __init__(self, db: Database, previous: Release, target: Target):
+        self.db, self.previous, self.target = db, previous, target
+        self.count = 0
+
+    def __call__(self, node: str, jobs: int = 3) -> None:
+        try:
+            for n in range(jobs):
+                enqueue(self.db, JobBuilder("tick", {"n": n, "for": node}, queue=node))
+        except MigrationError:
+            self.previous.enqueue(self.target, jobs, queue=node)
+        self.count += jobs
+
+
 def _runs_more(
-    db: Database, pools: dict[str, subprocess.Popen[bytes]], logs: Path, node: str, than: int = 0
+    db: Database,
+    pools: dict[str, subprocess.Popen[bytes]],
+    logs: Path,
+    node: str,
+    than: int = 0,
+    *,
+    feed: Feeder,
 ) -> None:
     """Wait until ``node`` completed a few more jobs; fail at once with its log if it exits."""
+    feed(node)
 
     def ran() -> bool:
         if pools[node].poll() is not None:
             log = (logs / f"{node}.log").read_text()[-3000:]
             pytest.fail(f"{node} exited with {pools[node].returncode}:\n{log}")
-        return _completed_by_node(db).get(node, 0) > than + 2
+        return _completed_by_node(db).get(node, 0) > than + 2 and _own_queue_done(db, node)
 
     wait_for(ran, timeout=60, what=f"{node} to run jobs")
 
@@ -246,13 +271,14 @@ def test_old_and_new_pools_run_side_by_side_across_the_migration(
     old.enqueue(target, 5)  # the previous release's application enqueues too
     enqueuer = Enqueuer(target)
     enqueuer.thread.start()
+    feed = Feeder(empty_db, old, target)
     pools = {"old-1": old.pool("old-1")}
     try:
-        _runs_more(empty_db, pools, tmp_path, "old-1")
+        _runs_more(empty_db, pools, tmp_path, "old-1", feed=feed)
         # This release's pool starts before `migrate` ran.
         pools["new-1"] = new.pool("new-1")
         if new_runs_on_old:
-            _runs_more(empty_db, pools, tmp_path, "new-1")
+            _runs_more(empty_db, pools, tmp_path, "new-1", feed=feed)
         else:
             _refused(pools.pop("new-1"), tmp_path, "new-1", old_head, migrate.OLDEST_SCHEMA)
 
@@ -269,22 +295,22 @@ def test_old_and_new_pools_run_side_by_side_across_the_migration(
         assert upgraded.returncode == 0, upgraded.stderr
         before = _completed_by_node(empty_db)
         for node in pools:  # running pools carry on (they checked the schema at their start)
-            _runs_more(empty_db, pools, tmp_path, node, before.get(node, 0))
+            _runs_more(empty_db, pools, tmp_path, node, before.get(node, 0), feed=feed)
 
         # The previous release restarts on the new schema: accepted there, or refused.
         _pool_exits_cleanly(pools.pop("old-1"), tmp_path, "old-1")
         pools["old-2"] = old.pool("old-2")
         if old_runs_on_new:
-            _runs_more(empty_db, pools, tmp_path, "old-2")
+            _runs_more(empty_db, pools, tmp_path, "old-2", feed=feed)
         else:
             _refused(pools.pop("old-2"), tmp_path, "old-2", new_head, migrate.code_floor(new_head))
         if "new-1" in pools:
             _pool_exits_cleanly(pools.pop("new-1"), tmp_path, "new-1")
         pools["new-2"] = new.pool("new-2")
-        _runs_more(empty_db, pools, tmp_path, "new-2")
+        _runs_more(empty_db, pools, tmp_path, "new-2", feed=feed)
         assert new.cli("migrate", "status").returncode == 0  # nothing pending any more
 
-        total = enqueuer.stop() + 5
+        total = enqueuer.stop() + 5 + feed.count
         assert enqueuer.refused == 0 or not new_runs_on_old
         wait_for(lambda: _all_final(empty_db) == total, timeout=60, what="the backlog to drain")
         for node in list(pools):
@@ -319,6 +345,17 @@ def _refused(proc: subprocess.Popen[bytes], logs: Path, node: str, *revisions: s
     assert proc.wait(60) == 1
     log = (logs / f"{node}.log").read_text()
     assert all(revision in log for revision in revisions), log[-2000:]
+
+
+def _own_queue_done(db: Database, node: str) -> bool:
+    """Whether every job fed to ``node``'s own queue completed (none is left for a pool that
+    stops: no other pool serves that queue)."""
+    job = db.tables.job
+    with db.read(check_schema=False) as conn:
+        left = conn.execute(
+            sa.select(sa.func.count()).where(job.c.queue == node, job.c.state != "completed")
+        ).scalar_one()
+    return int(left) == 0
 
 
 def _all_final(db: Database) -> int:
