@@ -6,7 +6,8 @@
 
 Each command creates ``.venv`` beside this file on first use and installs Kickside into it
 (with its test tools); later runs reuse it and reinstall only when ``pyproject.toml`` changed.
-Extra arguments are passed on (``python3 dev.py test -k claims``).
+Extra arguments are passed on (``python3 dev.py test -k claims``). Tests run on several worker
+processes (pytest-xdist: ``-n 0`` runs them in this one).
 """
 
 from __future__ import annotations
@@ -38,6 +39,16 @@ def ensure_venv() -> None:
     STAMP.write_text(wanted)
 
 
+def test_workers(args: list[str]) -> list[str]:
+    """pytest-xdist options unless ``args`` choose (``-n``/``--numprocesses``, or ``-p
+    no:xdist``): one worker more than the cores (``KICKSIDE_TEST_WORKERS`` overrides), since
+    most tests wait on real processes and databases; idle workers take work from busy ones."""
+    if any(a.startswith(("-n", "--numprocesses")) or a == "no:xdist" for a in args):
+        return []
+    workers = os.environ.get("KICKSIDE_TEST_WORKERS") or str((os.cpu_count() or 1) + 1)
+    return ["-n", workers, "--dist", "worksteal"]
+
+
 def run(args: list[str]) -> int:
     return subprocess.call(args, cwd=ROOT)
 
@@ -49,7 +60,7 @@ def main() -> int:
         return 2
     ensure_venv()
     if command == "test":
-        return run([str(BIN / "python"), "-m", "pytest", *rest])
+        return run([str(BIN / "python"), "-m", "pytest", *test_workers(rest), *rest])
     return run([str(BIN / "kickside"), "demo", "--dashboard", *rest])
 
 
