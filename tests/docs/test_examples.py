@@ -29,6 +29,7 @@ SCRIPTS = [
     "cron/run_cron.py",
     "pool/embedded.py",
     "security/redaction.py",
+    "porting/from_celery.py",
 ]
 #: Example files that scripts import, that another test runs, or that are not Python.
 ELSEWHERE = {
