@@ -27,6 +27,9 @@ from kickside_engine.text import validate_name
 
 #: Largest number of seconds a duration takes (about 31 years).
 MAX_SECONDS = 1e9
+#: The bounds of a pool's poll interval (a poll finds due jobs no wake-up announced).
+MIN_POLL_SECONDS = 0.05
+MAX_POLL_SECONDS = 3600.0
 
 
 def parse_text(raw: Any, what: str) -> str:
@@ -97,6 +100,17 @@ def parse_grace(raw: Any, what: str) -> timedelta:
             f"{what} must be a number of seconds in 0..{MAX_SECONDS:g}, got {text[:40]}"
         )
     return timedelta(seconds=seconds)
+
+
+def parse_poll_interval(raw: Any, what: str) -> float:
+    """Seconds (``0.5``) or a duration (``2s``, ``1m``) from 0.05 seconds to an hour."""
+    interval = parse_grace(raw, what).total_seconds()
+    if not MIN_POLL_SECONDS <= interval <= MAX_POLL_SECONDS:
+        raise InvalidArgumentError(
+            f"poll interval must be from {MIN_POLL_SECONDS:g} to {MAX_POLL_SECONDS:g} seconds, "
+            f"got {interval:g} ({what})"
+        )
+    return interval
 
 
 def parse_count(raw: Any, what: str) -> int:

@@ -196,6 +196,13 @@ class PoolConfig:
         if self.prefetch is not None and self.prefetch < 0:
             raise InvalidArgumentError("prefetch must be 0 or more")
         self._check_executors()
+        interval = self.poll_interval
+        if isinstance(interval, bool) or not isinstance(interval, int | float):
+            raise InvalidArgumentError(f"poll_interval must be a number, got {interval!r}")
+        if not 0.05 <= interval <= 3600:
+            raise InvalidArgumentError(
+                f"poll_interval must be from 0.05 to 3600 seconds, got {self.poll_interval!r}"
+            )
         if self.prune_after < timedelta(0):
             raise InvalidArgumentError(f"prune_after must not be negative, got {self.prune_after}")
         self._check_leases()

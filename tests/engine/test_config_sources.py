@@ -46,3 +46,31 @@ def test_bad_files_and_values_are_errors_naming_the_key(tmp_path: Path) -> None:
         load_pool_config(cwd=tmp_path, environ={}, registry=registry, mode="thread")
     with pytest.raises(ConfigurationError, match="does not exist"):
         load_config(environ={"KICKSIDE_CONFIG": str(tmp_path / "missing.toml")})
+
+
+def test_executor_counts_slots_and_the_poll_interval_come_from_the_file_and_environment(
+    tmp_path: Path,
+) -> None:
+    app, other = tmp_path / "app", tmp_path / "other"
+    app.mkdir()
+    other.mkdir()
+    (app / "kickside.toml").write_text(
+        '[worker]\nqueues = "io:200"\nasync_slots = 150\nprocess_executors = 0\n'
+        'poll_interval = "2s"\n'
+    )
+    config = load_pool_config(
+        cwd=app, environ={"KICKSIDE_ASYNC_EXECUTORS": "2"}, registry=registry, mode="thread"
+    )
+    assert (config.process_executors, config.async_executors) == (0, 2)
+    assert (config.async_slots, config.slots_per_async_executor) == (150, 150)
+    assert config.poll_interval == 2.0
+    unset = load_pool_config(cwd=other, environ={}, registry=registry, mode="thread")
+    assert (unset.process_executors, unset.async_executors, unset.async_slots) == (None,) * 3
+    assert unset.poll_interval == 1.0
+    for bad, shown in [("0", "0"), ("2h", "7200")]:
+        message = f"poll interval must be from 0.05 to 3600 seconds, got {shown} "
+        with pytest.raises(InvalidArgumentError, match=message):
+            load_pool_config(
+                cwd=app, environ={"KICKSIDE_POLL_INTERVAL": bad}, registry=registry,
+                mode="thread",
+            )  # fmt: skip
