@@ -9,14 +9,26 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kickside_engine import Database, JobBuilder, JobState, RunOutcome, enqueue, get_job
+from kickside_engine import (
+    Database,
+    JobBuilder,
+    JobState,
+    RunOutcome,
+    enqueue,
+    enqueue_fanout,
+    get_job,
+    get_job_statuses,
+)
+from kickside_engine.clock import utcnow
 from kickside_engine.control import list_runs
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.runtime import PoolConfig, WorkerPool
 from kickside_engine.runtime.executors import Executor
 
@@ -319,3 +331,68 @@ def test_a_job_that_blocks_the_event_loop_is_reported_with_its_worker_and_time(
     reports = [r for r in caplog.records if r.getMessage() == "job.blocked_loop"]
     assert [(r.worker, r.job_id) for r in reports] == [("blocks_loop", str(blocker.id))]  # type: ignore[attr-defined]
     assert 550 <= reports[0].blocked_ms < 5000  # type: ignore[attr-defined]
+
+
+def test_sigterm_leaves_an_async_job_past_the_grace_to_the_lifeline(
+    db: Database, target: Target, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker"
+    slow = enqueue(db, JobBuilder("async_sleep", {"seconds": 60, "log": str(marker)}))
+    proc = start_worker(
+        target.cli_args(),
+        app=APP,
+        queues="default:2",
+        extra=["--shutdown-grace", "1", "--process-executors", "0"],
+        log=tmp_path / "pool.out",
+    )
+    wait_for(lambda: _state(db, slow.id) is JobState.EXECUTING, 60, "start")
+    started = time.monotonic()
+    assert stop(proc) == 0
+    assert time.monotonic() - started < 15
+    # Its task was stopped with the executor, not finished; its lease ended for the Lifeline.
+    assert not marker.exists()
+    assert _state(db, slow.id) in (JobState.EXECUTING, JobState.AVAILABLE)
+    rescue_expired(db, utcnow() + timedelta(milliseconds=10))
+    assert _state(db, slow.id) is JobState.AVAILABLE
+    (run,) = list_runs(db, slow.id)
+    assert run.outcome is RunOutcome.RESCUED
+
+
+def test_kill_9_with_a_thousand_async_jobs_in_flight_loses_none_and_never_overlaps_one(
+    db: Database, target: Target, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    jobs = enqueue_fanout(
+        db, JobBuilder("async_sleep", {}), [{"seconds": 0.5, "log": str(log)}] * 1000
+    )
+    options = ["--lease-seconds", "3", "--process-executors", "0"]
+    first = start_worker(
+        target.cli_args(), app=APP, queues="default:200", extra=options, log=tmp_path / "1.out"
+    )
+    try:
+        wait_for(lambda: len(_log(log)) >= 200, 120, "some jobs to finish")
+        os.kill(first.pid, signal.SIGKILL)  # mid-flight: up to 200 tasks running, more claimed
+        first.wait(10)
+    finally:
+        stop(first)
+    second = start_worker(
+        target.cli_args(), app=APP, queues="default:200", extra=options, log=tmp_path / "2.out"
+    )
+    try:
+        ids = [j.id for j in jobs]
+        wait_for(lambda: _all_completed(db, ids), 180, "every job completed")
+    finally:
+        stop(second)
+    runs: dict[str, list[tuple[float, float]]] = {}
+    for job_id, _pid, start, end in _log(log):
+        runs.setdefault(job_id, []).append((start, end))
+    assert set(runs) == {str(j) for j in ids}  # every job ran to its end at least once
+    for job_id, spans in runs.items():
+        spans.sort()
+        for (_, end), (start, _) in pairwise(spans):
+            assert start >= end, f"job {job_id} ran twice at once: {spans}"
+
+
+def _all_completed(db: Database, ids: list[Any]) -> bool:
+    statuses = get_job_statuses(db, ids)
+    return len(statuses) == len(ids) and all(s is JobState.COMPLETED for s in statuses.values())
