@@ -34,6 +34,7 @@ async def enqueue_async(
 ) -> Inserted:
     """Insert one job, in ``conn``'s transaction or one of its own (see
     :func:`~kickside_engine.enqueue.enqueue`; ``builder.insert_async`` calls this)."""
+    job = job.with_enqueue_meta()  # in the caller's task: its context (a span) is current
     return await adb.run(lambda c: enqueue(adb.db, job, conn=c, now=now), conn=conn)
 
 
@@ -45,6 +46,7 @@ async def enqueue_many_async(
     now: datetime | None = None,
 ) -> list[Inserted]:
     """Insert many jobs, all or none (see :func:`~kickside_engine.enqueue.enqueue_many`)."""
+    jobs = [b.with_enqueue_meta() for b in jobs]
     return await adb.run(lambda c: enqueue_many(adb.db, jobs, conn=c, now=now), conn=conn)
 
 
@@ -58,6 +60,7 @@ async def enqueue_fanout_async(
 ) -> list[Inserted]:
     """Insert one job per element of ``args`` (see
     :func:`~kickside_engine.enqueue.enqueue_fanout`)."""
+    template = template.with_enqueue_meta()
     return await adb.run(
         lambda c: enqueue_fanout(adb.db, template, args, conn=c, now=now), conn=conn
     )

@@ -68,6 +68,15 @@ class JobBuilder:
         new.hooks = self.hooks
         return new
 
+    def with_enqueue_meta(self) -> JobBuilder:
+        """This builder with its registry's ``enqueue_meta`` entries added (itself when it has
+        none): what an enqueue inserts, computed in the caller's context."""
+        if self.hooks is None or not self.hooks.enqueue_meta:
+            return self
+        from kickside_engine.hooks import enqueue_meta
+
+        return self._with(meta=enqueue_meta(self.hooks, self.options.meta))
+
     def queue(self, name: str) -> JobBuilder:
         """Run on queue ``name`` instead of the worker's."""
         return self._with(queue=name)

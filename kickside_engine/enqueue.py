@@ -10,8 +10,9 @@ UTC.
 A job built from a registered worker (``worker.new(...)``) calls its registry's ``on_enqueue``
 hooks once the insert is done: when the enqueue has a transaction of its own, after it commits;
 in the caller's transaction (``conn=``), after the insert and before the caller commits, so a
-hook may see a job that the caller then rolls back. A builder made by worker name has no
-registry and calls none.
+hook may see a job that the caller then rolls back. Before the insert, the registry's
+``enqueue_meta`` providers add their entries to the job's meta (a trace context). A builder
+made by worker name has no registry and calls none.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def enqueue(
     instead (``duplicate=True``). Wakes this process's pools at once; on PostgreSQL, pools
     everywhere wake when the transaction commits.
     """
+    job = job.with_enqueue_meta()
     opts = job.options
     if opts.kind is JobKind.SLOT:
         from kickside_engine.enrollment import enqueue_slot
@@ -115,6 +117,7 @@ def enqueue_many(
         _refuse_in_bulk(builder.options, "enqueue_many")
     if not jobs:
         return []
+    jobs = [b.with_enqueue_meta() for b in jobs]
     inserted = _insert_built(
         db, len(jobs), (lambda: (build_row(b.options, now) for b in jobs)), conn
     )
@@ -148,6 +151,7 @@ def enqueue_fanout(
         )
     if not args:
         return []
+    template = template.with_enqueue_meta()
     base = build_row(replace(template.options, args={}), now)
     if db.is_postgresql and len(args) >= COPY_FROM_ROWS:
         inserted = _copy_fanout(db, base, args, conn)

@@ -25,7 +25,8 @@ never wraps an async worker; register an async twin for those.
 registered worker (``worker.new(...)``) is inserted; ``on_start(Job)`` when the pool hands a
 job to an executor, ``on_stop(Stopped)`` when its outcome comes back, ``on_discard(Discarded)``
 when an outcome or the Lifeline discards a job, ``on_rescue(Rescued)`` when the Lifeline
-rescues one. A hook that raises is logged on ``kickside.hooks`` (redacted) and ignored: it never
+rescues one. ``enqueue_meta`` providers ``fn()`` return meta entries added to each job of the
+registry's workers when it is inserted (a trace context, a tenant), under the builder's own. A hook that raises is logged on ``kickside.hooks`` (redacted) and ignored: it never
 fails a job or stops a pool. Hooks run on the thread that noticed the event (the pool's
 supervisor thread for most), so keep them quick.
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 import inspect
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,8 @@ class Hooks:
         self.on_stop: list[Callable[[Stopped], object]] = []
         self.on_discard: list[Callable[[Discarded], object]] = []
         self.on_rescue: list[Callable[[Rescued], object]] = []
+        #: ``fn()`` returning meta entries for each job enqueued (see :func:`enqueue_meta`).
+        self.enqueue_meta: list[Callable[[], Mapping[str, Any] | None]] = []
         self._chains: dict[str, Perform] = {}
 
     def lifecycle_copy(self) -> Hooks:
@@ -147,6 +150,12 @@ class Hooks:
         if not callable(fn) or _is_async(fn):
             raise InvalidArgumentError(f"hook {name} must be a plain function, got {fn!r}")
         getattr(self, name).append(fn)
+
+    def add_enqueue_meta(self, fn: Callable[[], Mapping[str, Any] | None]) -> None:
+        """Append ``fn`` to the providers of meta entries added to each job at enqueue."""
+        if not callable(fn) or _is_async(fn):
+            raise InvalidArgumentError(f"enqueue_meta must be a plain function, got {fn!r}")
+        self.enqueue_meta.append(fn)
 
     def wraps(self, spec: WorkerSpec) -> bool:
         """Whether middleware of ``spec``'s kind is registered."""
@@ -205,6 +214,23 @@ def fire(hooks: list[Callable[[Any], object]], event: object) -> None:
             _log_failure(hook, event, exc)
 
 
+def enqueue_meta(hooks: Hooks, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` with the entries of each ``enqueue_meta`` provider added under it: a key that
+    ``meta`` already has keeps its value. A provider that raises, or returns other than a
+    mapping, is logged (redacted) and skipped: the job is enqueued all the same."""
+    added: dict[str, Any] = {}
+    for provider in hooks.enqueue_meta:
+        try:
+            entries = provider()
+            if entries is not None and not isinstance(entries, Mapping):
+                raise TypeError(f"returned {type(entries).__name__}, not a mapping")
+        except Exception as exc:
+            _log_failure(provider, "enqueue_meta", exc)
+            continue
+        added.update(entries or {})
+    return {**added, **meta}
+
+
 def _log_failure(hook: object, event: object, exc: Exception) -> None:
     # The traceback goes in the record (exc_info): Kickside's formatters redact it too.
     log.error(
@@ -212,7 +238,10 @@ def _log_failure(hook: object, event: object, exc: Exception) -> None:
         _name(hook),
         redact_text(f"{type(exc).__name__}: {exc}"),
         exc_info=exc,
-        extra={"hook": _name(hook), "event": type(event).__name__},
+        extra={
+            "hook": _name(hook),
+            "event": event if isinstance(event, str) else type(event).__name__,
+        },
     )
 
 
@@ -224,6 +253,7 @@ __all__ = [
     "Middleware",
     "Rescued",
     "Stopped",
+    "enqueue_meta",
     "fire",
     "fire_stop",
 ]

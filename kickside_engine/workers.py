@@ -211,6 +211,17 @@ class WorkerRegistry:
         self.hooks.add_hook("on_enqueue", fn)
         return fn
 
+    def enqueue_meta(self, fn: F) -> F:
+        """Add the entries ``fn()`` returns to the meta of each job built from its workers,
+        when it is inserted (in the enqueuing thread or task, before the row is built).
+
+        For context that should travel with the job: a trace context, a tenant. A key the
+        builder sets (``.meta({...})``) keeps its value; a provider that raises is logged and
+        the job is enqueued without its entries.
+        """
+        self.hooks.add_enqueue_meta(fn)
+        return fn
+
     def on_start(self, fn: F) -> F:
         """Call ``fn(Job)`` in the pool when it hands a job to an executor."""
         self.hooks.add_hook("on_start", fn)
