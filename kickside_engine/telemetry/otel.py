@@ -121,7 +121,9 @@ class _Tracing:
     def sync_span(self, call_next: Callable[[Any, Job], Any], args: Any, job: Job) -> Any:
         """Run the sync worker inside its attempt's span."""
         span = self._start(job)
-        with trace.use_span(span, end_on_exit=True, set_status_on_exception=False):
+        with trace.use_span(
+            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+        ):
             try:
                 value = call_next(args, job)
             except BaseException as exc:
@@ -135,7 +137,9 @@ class _Tracing:
     ) -> Any:
         """Run the async worker inside its attempt's span."""
         span = self._start(job)
-        with trace.use_span(span, end_on_exit=True, set_status_on_exception=False):
+        with trace.use_span(
+            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+        ):
             try:
                 value = await call_next(args, job)
             except BaseException as exc:
