@@ -26,6 +26,21 @@ def test_importing_the_engine_loads_no_ui_library() -> None:
     assert out == "", f"kickside_engine imported UI libraries: {out}"
 
 
+def test_the_engine_loads_opentelemetry_only_for_an_application_that_imports_it() -> None:
+    code = (
+        "import sys, kickside_engine, kickside_engine.runtime, kickside_engine.testing\n"
+        "import kickside_engine.telemetry\n"
+        "kickside_engine.WorkerRegistry()\n"
+        "print('opentelemetry' in sys.modules)\n"
+        "import kickside_engine.telemetry.otel\n"
+        "print('opentelemetry' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "True"]
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()

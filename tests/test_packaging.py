@@ -221,7 +221,7 @@ def test_the_wheel_and_sdist_metadata_pass_twine_check(dist: Path) -> None:
     core = sorted(line.split()[1].split(">")[0] for line in requires if "extra ==" not in line)
     # The engine alone, on SQLite; cattrs decodes dataclass args (a core feature, pure Python).
     assert core == ["SQLAlchemy", "alembic", "cattrs", "cronsim"]
-    for extra in ("postgres", "cli", "tui", "async", "metrics", "all"):
+    for extra in ("postgres", "cli", "tui", "async", "metrics", "otel", "all"):
         assert f"Provides-Extra: {extra}" in metadata
     assert "psycopg-pool" not in metadata  # declared once, never imported
 
