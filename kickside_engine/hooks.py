@@ -26,8 +26,9 @@ registered worker (``worker.new(...)``) is inserted; ``on_start(Job)`` when the 
 job to an executor, ``on_stop(Stopped)`` when its outcome comes back, ``on_discard(Discarded)``
 when an outcome or the Lifeline discards a job, ``on_rescue(Rescued)`` when the Lifeline
 rescues one. ``enqueue_meta`` providers ``fn()`` return meta entries added to each job of the
-registry's workers when it is inserted (a trace context, a tenant), under the builder's own. A hook that raises is logged on ``kickside.hooks`` (redacted) and ignored: it never
-fails a job or stops a pool. Hooks run on the thread that noticed the event (the pool's
+registry's workers when it is inserted (a trace context, a tenant), under the builder's own.
+A hook that raises is logged on ``kickside.hooks`` (redacted) and ignored: it never fails a
+job or stops a pool. Hooks run on the thread that noticed the event (the pool's
 supervisor thread for most), so keep them quick.
 
 With nothing registered, nothing is wrapped or called: the per-job path checks one list.

@@ -86,7 +86,9 @@ def trace_context() -> dict[str, str]:
 
 def enqueue_span_context(meta: Mapping[str, Any]) -> trace.SpanContext | None:
     """The span context a job's meta carries from its enqueue, or None."""
-    carrier = {key: meta[key] for key in (TRACEPARENT, TRACESTATE) if isinstance(meta.get(key), str)}
+    carrier = {
+        key: meta[key] for key in (TRACEPARENT, TRACESTATE) if isinstance(meta.get(key), str)
+    }
     if TRACEPARENT not in carrier:
         return None
     span_context = trace.get_current_span(_PROPAGATOR.extract(carrier)).get_span_context()

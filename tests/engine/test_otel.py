@@ -22,14 +22,19 @@ from kickside_engine import (
     JobState,
     Snooze,
     WorkerRegistry,
+    connect_async_database,
     enqueue_fanout,
     enqueue_many,
     get_job,
 )
-from kickside_engine.telemetry.otel import enqueue_span_context, instrument
+from kickside_engine.telemetry.otel import enqueue_span_context, instrument, trace_context
 from kickside_engine.testing import drain_jobs, perform_job
 
-IMMEDIATE = Backoff(base=timedelta(0), exponent=0, jitter_per_attempt=timedelta(0), cap=timedelta(0))
+from ..conftest import Target
+
+IMMEDIATE = Backoff(
+    base=timedelta(0), exponent=0, jitter_per_attempt=timedelta(0), cap=timedelta(0)
+)
 
 
 @pytest.fixture
@@ -158,7 +163,7 @@ def test_an_async_worker_gets_its_span_too(
     app: dict[str, Any], provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     with provider.get_tracer("app").start_as_current_span("request") as request:
-        meta = dict(trace_context_meta())
+        meta = trace_context()
     assert perform_job(app["greet"], {}, meta=meta).result == "hello"
     (span,) = _jobs(exporter)
     assert span.name == "kickside.job greet"
@@ -167,10 +172,19 @@ def test_an_async_worker_gets_its_span_too(
     assert span.attributes["kickside.job.outcome"] == "done"  # type: ignore[index]
 
 
-def trace_context_meta() -> dict[str, str]:
-    from kickside_engine.telemetry.otel import trace_context
-
-    return trace_context()
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_async_insert_carries_the_enqueuing_span(
+    db: Database, target: Target, app: dict[str, Any], provider: TracerProvider
+) -> None:
+    adb = connect_async_database(target.url, schema=target.schema, pooled=False)
+    try:
+        with provider.get_tracer("app").start_as_current_span("async request") as span:
+            inserted = await app["later"].new({}).insert_async(adb)
+    finally:
+        await adb.dispose()
+    traceparent = get_job(db, inserted.id).meta["traceparent"]  # type: ignore[union-attr]
+    assert traceparent.split("-")[2] == f"{span.get_span_context().span_id:016x}"
 
 
 def test_a_failing_enqueue_meta_provider_is_logged_and_the_job_enqueued(

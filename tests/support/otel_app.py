@@ -20,7 +20,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from kickside_engine import Backoff, Job, WorkerRegistry
 from kickside_engine.telemetry.otel import instrument
 
-IMMEDIATE = Backoff(base=timedelta(0), exponent=0, jitter_per_attempt=timedelta(0), cap=timedelta(0))
+IMMEDIATE = Backoff(
+    base=timedelta(0), exponent=0, jitter_per_attempt=timedelta(0), cap=timedelta(0)
+)
 
 
 class JsonLinesExporter(SpanExporter):
@@ -62,7 +64,9 @@ def read_spans(path: str) -> list[dict[str, Any]]:
 
 if os.environ.get("KST_OTEL_SPANS"):  # an executor process: its own provider, set at import
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(os.environ["KST_OTEL_SPANS"])))
+    provider.add_span_processor(
+        SimpleSpanProcessor(JsonLinesExporter(os.environ["KST_OTEL_SPANS"]))
+    )
     trace.set_tracer_provider(provider)
 
 registry = WorkerRegistry()
