@@ -27,6 +27,7 @@ from kickside_engine import (
     enqueue_many,
     get_job,
 )
+from kickside_engine.redact import redact_meta
 from kickside_engine.telemetry.otel import enqueue_span_context, instrument, trace_context
 from kickside_engine.testing import drain_jobs, perform_job
 
@@ -90,6 +91,7 @@ def test_a_failing_attempt_and_its_retry_are_spans_under_the_enqueuing_span(
     assert job.meta["traceparent"] == (
         f"00-{enqueuing.trace_id:032x}-{enqueuing.span_id:016x}-{enqueuing.trace_flags:02x}"
     )
+    assert redact_meta(job.meta) == job.meta  # nothing secret: the dashboard shows it as is
     assert enqueue_span_context(job.meta) == trace.SpanContext(
         enqueuing.trace_id, enqueuing.span_id, is_remote=True, trace_flags=enqueuing.trace_flags
     )
