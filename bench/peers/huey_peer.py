@@ -121,6 +121,12 @@ class HueyPeer:
     def completed(self) -> int:
         return self.done.stat().st_size
 
+    def insert_history(self, size: int) -> None:
+        raise NotImplementedError("Huey keeps no history of finished tasks")
+
+    def claim_and_complete(self, n: int) -> float:
+        raise NotImplementedError("history_scale is not run against Huey")
+
     def mode(self) -> str:
         row = huey.storage.sql("pragma synchronous", results=True)
         return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(int(row[0][0]), "?")
