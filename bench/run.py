@@ -173,6 +173,8 @@ def _run_peers(
     ]
     if on_sqlite:
         counts = {w: n for w, n in counts.items() if w in runner.SQLITE_WORKLOADS}
+    else:
+        counts = {w: n for w, n in counts.items() if w not in runner.SQLITE_ONLY_WORKLOADS}
     if not counts or not peers:
         return []
     pythons: dict[str, Path | str] = {}

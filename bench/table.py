@@ -423,6 +423,26 @@ def _rows() -> list[Row]:
         ("8", "SQLite: latency p99, in-process", "latency_inprocess", "p99_ms", "ms", False),
     ):
         rows.append(Row(number, title, workload, name, unit, higher, backend="sqlite"))
+    for name, title in (
+        ("enqueue_statements_per_job", "enqueue statements"),
+        ("claim_statements_per_job", "claim statements (Kickside claims 10 at a time)"),
+        ("settle_statements_per_job", "settle statements"),
+        ("statements_per_job", "statements, all phases"),
+        ("rows_written_per_job", "rows written, all phases"),
+        ("commits_per_job", "commits"),
+        ("fsyncs_per_job_full", "fsyncs at FULL (writing commits)"),
+    ):
+        rows.append(
+            Row(
+                "26",
+                f"SQLite work per job: {title}",
+                "work_per_job",
+                name,
+                "per job",
+                False,
+                "sqlite",
+            )
+        )
     return rows
 
 
@@ -504,6 +524,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:.0%}"
     if unit == "x":
         return f"{value:.2f}x"
+    if unit == "per job":
+        return f"{value:.2f}"
     return f"{value:.3f}"
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -35,6 +36,8 @@ SYNC_ENV = "KICKSIDE_BENCH_HUEY_SYNCHRONOUS"
 DONE_ENV = "KICKSIDE_BENCH_HUEY_DONE"
 MODES = {"FULL": "huey", "NORMAL": "huey-normal"}
 WORKER_TYPES = ("process", "thread")
+#: A drain stops waiting once the queue is empty and nothing completed for this long.
+LOST_AFTER_S = 5.0
 
 
 def _make_huey() -> Any:
@@ -135,9 +138,31 @@ class HueyPeer:
         huey.storage.close()
 
 
+def wait_for_completions(peer: HueyPeer, n: int, *, timeout_seconds: float) -> tuple[int, float]:
+    """Wait until ``n`` tasks completed, or until the queue is empty and no task has completed
+    for :data:`LOST_AFTER_S` (a task Huey dequeued and then failed to run, as when its
+    revoke check meets a locked database, is gone: its dequeue already deleted it).
+
+    Returns the tasks completed and the monotonic time of the last completion seen.
+    """
+    deadline = time.monotonic() + timeout_seconds
+    done, last = peer.completed(), time.monotonic()
+    while done < n:
+        time.sleep(protocol.POLL_S)
+        now, seen = time.monotonic(), peer.completed()
+        if seen != done:
+            done, last = seen, now
+        elif now - last > LOST_AFTER_S and huey.pending_count() == 0:
+            break
+        if now > deadline:
+            raise TimeoutError(f"timed out after {timeout_seconds:.0f}s waiting for completions")
+    return done, last
+
+
 def drain(peer: HueyPeer, n: int, workdir: Path) -> dict[str, Any]:
     """Workload 3 for each worker type: from the enqueue's last commit until ``n`` tasks
-    completed, median of 3, with the consumer's CPU (its process tree) per 1,000 jobs."""
+    completed, median of 3, with the consumer's CPU (its process tree) per 1,000 jobs, and
+    the tasks that never completed (``lost_jobs``, summed over the runs)."""
     from bench.cpu import process_tree_cpu_seconds
 
     metrics: dict[str, float] = {}
@@ -154,23 +179,21 @@ def drain(peer: HueyPeer, n: int, workdir: Path) -> dict[str, Any]:
                 peer.bulk_enqueue(n)
                 cpu_before = process_tree_cpu_seconds(worker.proc.pid)
                 started = time.monotonic()
-                finished = protocol.wait_until(
-                    lambda: peer.completed() >= n,
-                    timeout_seconds=max(120.0, n / 20),
-                    what="completions",
-                )
+                done, finished = wait_for_completions(peer, n, timeout_seconds=max(120.0, n / 20))
                 cpu = process_tree_cpu_seconds(worker.proc.pid) - cpu_before
                 mine.append(
                     {
                         "seconds": finished - started,
-                        "jobs_per_s": n / (finished - started),
-                        "pool_cpu_s_per_1000_jobs": cpu / n * 1000,
+                        "jobs_per_s": done / (finished - started),
+                        "pool_cpu_s_per_1000_jobs": cpu / max(done, 1) * 1000,
+                        "lost_jobs": n - done,
                     }
                 )
         runs += [{**r, "threads": float(kind == "thread")} for r in mine]
         prefix = "" if kind == "process" else "thread_"
         for key in ("jobs_per_s", "pool_cpu_s_per_1000_jobs"):
             metrics[prefix + key] = statistics.median(r[key] for r in mine)
+        metrics[prefix + "lost_jobs"] = sum(r["lost_jobs"] for r in mine)
     return protocol.result(
         peer,
         "drain",
@@ -181,6 +204,102 @@ def drain(peer: HueyPeer, n: int, workdir: Path) -> dict[str, Any]:
     )
 
 
+WORK_PHASES = ("enqueue", "claim", "settle")
+FSYNCS = (
+    "derived, not counted: in WAL mode a commit that wrote pages fsyncs the WAL once at "
+    "FULL, never at NORMAL (only checkpoints fsync)"
+)
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
+
+
+def work_per_job(peer: HueyPeer, n: int) -> dict[str, Any]:
+    """Issue 26's work per job, as ``bench.workloads.work_per_job`` counts Kickside's: ``n``
+    task calls (enqueue), then in this process ``huey.dequeue()`` (claim) and
+    ``huey.execute(task)`` (settle: its revoke check and result, with the body) until the
+    queue is empty. SQLite's statement trace on Huey's connection counts the statements
+    (transaction control apart), the writes, the commits; ``total_changes`` the rows written."""
+    peer.reset()
+    conn = huey.storage.conn
+    counts = {
+        p: {"statements": 0, "writes": 0, "rows_written": 0, "commits": 0, "writing_commits": 0}
+        for p in WORK_PHASES
+    }
+    sql: dict[str, set[str]] = {p: set() for p in WORK_PHASES}
+    phase = ["enqueue"]
+
+    began = [0]
+
+    def trace(statement: str) -> None:
+        head = statement.lstrip().upper()
+        mine = counts[phase[0]]
+        if head.startswith("BEGIN"):
+            began[0] = conn.total_changes
+        elif head.startswith("COMMIT"):
+            mine["commits"] += 1
+            mine["writing_commits"] += conn.total_changes > began[0]
+        elif not head.startswith(CONTROL):
+            mine["statements"] += 1
+            mine["writes"] += head.startswith(WRITES)
+            sql[phase[0]].add(_shape(statement))
+
+    def measured(name: str, call: Any) -> Any:
+        phase[0] = name
+        before = conn.total_changes
+        try:
+            return call()
+        finally:
+            counts[name]["rows_written"] += conn.total_changes - before
+
+    conn.set_trace_callback(trace)
+    done = 0
+    try:
+        for _ in range(n):
+            measured("enqueue", noop)
+        while (task := measured("claim", huey.dequeue)) is not None:
+            measured("settle", lambda t=task: huey.execute(t))
+            done += 1
+    finally:
+        conn.set_trace_callback(None)
+    if done != n:
+        raise RuntimeError(f"ran {done} tasks, expected {n}")
+    metrics: dict[str, float] = {}
+    for name in WORK_PHASES:
+        for key, value in counts[name].items():
+            metrics[f"{name}_{key}_per_job"] = value / n
+    metrics.update(
+        statements_per_job=sum(metrics[f"{p}_statements_per_job"] for p in WORK_PHASES),
+        rows_written_per_job=sum(metrics[f"{p}_rows_written_per_job"] for p in WORK_PHASES),
+        commits_per_job=sum(counts[p]["commits"] for p in WORK_PHASES) / n,
+        fsyncs_per_job_full=sum(counts[p]["writing_commits"] for p in WORK_PHASES) / n,
+        fsyncs_per_job_normal=0.0,
+    )
+    indexes = huey.storage.sql(
+        "select tbl_name, name from sqlite_master where type = 'index' order by 1, 2",
+        results=True,
+    )
+    by_table: dict[str, list[str]] = {}
+    for table, index in indexes:
+        by_table.setdefault(table, []).append(index)
+    return protocol.result(
+        peer,
+        "work_per_job",
+        params={"jobs": n, "claim_batch": 1},
+        metrics=metrics,
+        details={
+            "counted_with": "sqlite3 set_trace_callback and total_changes",
+            "indexes": by_table,
+            "statements": {p: sorted(sql[p]) for p in WORK_PHASES},
+            "fsyncs": FSYNCS,
+        },
+    )
+
+
+def _shape(statement: str) -> str:
+    """A statement with its literals as ``?`` (the trace shows them expanded)."""
+    return re.sub(r"x?'[^']*'|\b\d+(\.\d+)?\b", "?", " ".join(statement.split()))[:160]
+
+
 def run(name: str, counts: dict[str, int], workdir: Path) -> list[dict[str, Any]]:
     """Run ``counts`` (workload: jobs) against Huey in this process's mode: result entries."""
     peer = HueyPeer(name)
@@ -189,6 +308,7 @@ def run(name: str, counts: dict[str, int], workdir: Path) -> list[dict[str, Any]
         "bulk_enqueue": lambda n: protocol.bulk_enqueue(peer, n),
         "single_enqueue": lambda n: protocol.single_enqueue(peer, n),
         "drain": lambda n: drain(peer, n, workdir),
+        "work_per_job": lambda n: work_per_job(peer, n),
         "latency": lambda n: protocol.latency(
             peer,
             protocol.WorkerProcess(MODULE, ["--worker-type", "process"], log),

@@ -27,7 +27,9 @@ PEERS = ("procrastinate", "pgqueuer", "chancy", "awa", "oban", "huey")
 SQLITE_PEERS = frozenset({"huey"})
 SQLITE_MODES = ("FULL", "NORMAL")
 #: The workloads the SQLite peers run.
-SQLITE_WORKLOADS = ("bulk_enqueue", "single_enqueue", "drain", "latency")
+SQLITE_WORKLOADS = ("bulk_enqueue", "single_enqueue", "drain", "latency", "work_per_job")
+#: Workloads no PostgreSQL peer runs.
+SQLITE_ONLY_WORKLOADS = frozenset({"work_per_job"})
 BENCH = Path(__file__).resolve().parents[1]
 VENV = BENCH / ".peers-venv"
 REQUIREMENTS = BENCH / "peers" / "requirements.txt"
