@@ -258,9 +258,15 @@ def test_every_sqlite_figure_has_huey_beside_it_at_both_durabilities() -> None:
         )
         entry["details"] = {"version": "3.5.4", "synchronous": mode}
         doc["results"].append(entry)
+    for system, rows in (("kickside", 5.0), ("huey", 2.0)):
+        doc["results"].append(
+            _entry(system, "work_per_job", {"rows_written_per_job": rows}, backend="sqlite")
+        )
     text = report.markdown(doc)
     header = _line(text, "| # |")
     assert header[3:7] == ["kickside", "huey 3.5.4", "huey-normal 3.5.4", "peer_a 1.0"]
+    rows = _line(text, "| 26 | SQLite work per job: rows written")
+    assert rows[3:8] == ["5.00", "2.00", "—", "—", "2.50x"]
     drain = _line(text, "| 8 | SQLite: drain, 1 pool")
     assert drain[3:7] == ["800", "400", "1,600", "—"]
     assert drain[7:9] == ["2.00x", "0.50x"]  # kickside/huey, kickside/huey-normal
