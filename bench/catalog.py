@@ -34,9 +34,11 @@ from bench.workloads.keyed import keyed_claims
 from bench.workloads.latency import LATENCY_JOBS, LATENCY_MINIMUM, latency, latency_inprocess
 from bench.workloads.multinode import multi_node
 from bench.workloads.rate_limits import rate_limits
+from bench.workloads.work_per_job import WORK_JOBS, work_per_job
 
 BOTH = ("postgresql", "sqlite")
 POSTGRESQL = ("postgresql",)
+SQLITE = ("sqlite",)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,12 @@ WORKLOADS: tuple[Workload, ...] = (
         BOTH,
         rate_limits,
     ),
+    Workload(
+        "work_per_job",
+        "26 work per job: statements, rows written and commits of enqueue, claim and settle",
+        SQLITE,
+        work_per_job,
+    ),
 )
 
 
@@ -136,6 +144,7 @@ PEER_WORKLOADS: dict[str, tuple[int, int]] = {
     "async_drain": (ASYNC_DRAIN_JOBS, 10),
     "io_drain": (IO_DRAIN_JOBS, 200),
     "async_latency": (LATENCY_JOBS, LATENCY_MINIMUM),
+    "work_per_job": (WORK_JOBS, 10),
 }
 
 

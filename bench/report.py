@@ -22,6 +22,7 @@ from bench.table import (
     fmt,
     metric,
     single_enqueue_note,
+    sqlite_durability_note,
     workload_table,
 )
 
@@ -134,7 +135,7 @@ def markdown(doc: dict[str, Any]) -> str:
         *workload_table(doc),
         "",
     ]
-    for note in (single_enqueue_note(doc), dashboard_note(doc)):
+    for note in (single_enqueue_note(doc), sqlite_durability_note(doc), dashboard_note(doc)):
         if note:
             lines += [*note, ""]
     errors = [e for e in doc["results"] if e.get("error")]

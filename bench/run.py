@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import make_url
+
 from bench import catalog, machine, report
 from bench.interrupt import exit_on_sigterm
 from bench.nodes import POOL_COUNTS
@@ -37,6 +39,7 @@ from bench.targets import (
 from bench.workloads.common import Context, Measurement
 from bench.workloads.pools import SharedPool
 from kickside_engine.redact import redact_text
+from kickside_engine.store.sqlite_durability import synchronous_mode
 
 QUICK_SCALE = 1 / 20
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -70,6 +73,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sqlite-path", type=Path, help="the SQLite file to use (default: a temporary file)"
     )
+    parser.add_argument(
+        "--sqlite-synchronous",
+        choices=["normal", "full"],
+        help="Kickside's SQLite durability mode (?synchronous= on its URL; default: the "
+        "engine's, normal, or KICKSIDE_SQLITE_SYNCHRONOUS): full to compare with Huey's default",
+    )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument(
         "--no-pgbench",
@@ -79,7 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--peers",
         default=",".join(runner.PEERS),
-        help="comma-separated peers to run on PostgreSQL after Kickside (default: all)",
+        help="comma-separated peers to run after Kickside (default: all; huey on SQLite, "
+        "the others on PostgreSQL)",
     )
     parser.add_argument("--no-peers", action="store_true", help="run Kickside only")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
@@ -150,10 +160,21 @@ def _run_peers(
     schema: str,
     workdir: Path,
     progress: Progress,
+    backend: str = "postgresql",
 ) -> list[dict[str, Any]]:
-    """The peers' results on PostgreSQL, one peer at a time, each on a schema of its own."""
+    """The peers' results on ``backend``, one peer at a time: on PostgreSQL each on a schema
+    of its own, on SQLite (Huey) each mode on a file of its own."""
     counts = catalog.peer_counts(workloads, scale)
-    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    on_sqlite = backend == "sqlite"
+    peers = [
+        p.strip()
+        for p in args.peers.split(",")
+        if p.strip() and (p.strip() in runner.SQLITE_PEERS) == on_sqlite
+    ]
+    if on_sqlite:
+        counts = {w: n for w, n in counts.items() if w in runner.SQLITE_WORKLOADS}
+    else:
+        counts = {w: n for w, n in counts.items() if w not in runner.SQLITE_ONLY_WORKLOADS}
     if not counts or not peers:
         return []
     pythons: dict[str, Path | str] = {}
@@ -175,7 +196,12 @@ def _run_peers(
             continue
         python = pythons[peer]
         if isinstance(python, str):
-            results += runner.failed(peer, peer_counts, python)
+            results += runner.failed(peer, peer_counts, python, backend)
+            continue
+        if on_sqlite:
+            results += runner.run_sqlite_peer(
+                python, peer, counts=peer_counts, workdir=workdir, progress=progress
+            )
             continue
         results += runner.run_peer(
             python,
@@ -237,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     baselines: dict[str, Any] = {}
     peers_schema = ""
+    sqlite_mode: str | None = None
     for backend in backends:
         with contextlib.ExitStack() as stack:
             if backend == "postgresql":
@@ -261,7 +288,10 @@ def run(args: argparse.Namespace) -> int:
                         args.database_url, target.schema, seconds=2 if args.quick else 10
                     )
             else:
-                target = stack.enter_context(sqlite_target(args.sqlite_path))
+                target = stack.enter_context(
+                    sqlite_target(args.sqlite_path, args.sqlite_synchronous)
+                )
+                sqlite_mode = synchronous_mode(make_url(target.url))
             shared = SharedPool(target, workdir / f"pool-{backend}.log")
             stack.callback(shared.close)
             ctx = Context(
@@ -273,8 +303,8 @@ def run(args: argparse.Namespace) -> int:
                 pool_counts=args.pool_counts,
             )
             results += [m.as_json() for m in _run_workloads(target, workloads, ctx, progress)]
-        if backend == "postgresql" and not args.no_peers:
-            results += _run_peers(args, workloads, scale, peers_schema, workdir, progress)
+        if not args.no_peers:
+            results += _run_peers(args, workloads, scale, peers_schema, workdir, progress, backend)
     pg_used = "postgresql" in backends
     versions = machine.versions(args.database_url if pg_used else None)
     for entry in results:
@@ -293,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
         "warnings": warnings,
         "versions": versions,
         "baselines": baselines,
+        "sqlite_synchronous": sqlite_mode,
         "results": results,
     }
     json_path, md_path = report.write(doc, args.results_dir, report.file_stem(started))

@@ -400,12 +400,49 @@ def _rows() -> list[Row]:
         ),
         ("8", "SQLite: single enqueue", "single_enqueue", "jobs_per_s", "jobs/s", True),
         ("8", "SQLite: drain, 1 pool", "drain", "jobs_per_s", "jobs/s", True),
+        (
+            "8",
+            "SQLite: drain CPU of the pool (Huey: its consumer, process workers)",
+            "drain",
+            "pool_cpu_s_per_1000_jobs",
+            "s/1,000 jobs",
+            False,
+        ),
+        ("8", "SQLite: drain, Huey's thread workers", "drain", "thread_jobs_per_s", "jobs/s", True),
+        (
+            "8",
+            "SQLite: drain CPU, Huey's thread workers",
+            "drain",
+            "thread_pool_cpu_s_per_1000_jobs",
+            "s/1,000 jobs",
+            False,
+        ),
         ("8", "SQLite: latency p50, pool in another process", "latency", "p50_ms", "ms", False),
         ("8", "SQLite: latency p99, pool in another process", "latency", "p99_ms", "ms", False),
         ("8", "SQLite: latency p50, in-process", "latency_inprocess", "p50_ms", "ms", False),
         ("8", "SQLite: latency p99, in-process", "latency_inprocess", "p99_ms", "ms", False),
     ):
         rows.append(Row(number, title, workload, name, unit, higher, backend="sqlite"))
+    for name, title in (
+        ("enqueue_statements_per_job", "enqueue statements"),
+        ("claim_statements_per_job", "claim statements (Kickside claims 10 at a time)"),
+        ("settle_statements_per_job", "settle statements"),
+        ("statements_per_job", "statements, all phases"),
+        ("rows_written_per_job", "rows written, all phases"),
+        ("commits_per_job", "commits"),
+        ("fsyncs_per_job_full", "fsyncs at FULL (writing commits)"),
+    ):
+        rows.append(
+            Row(
+                "26",
+                f"SQLite work per job: {title}",
+                "work_per_job",
+                name,
+                "per job",
+                False,
+                "sqlite",
+            )
+        )
     return rows
 
 
@@ -487,6 +524,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:.0%}"
     if unit == "x":
         return f"{value:.2f}x"
+    if unit == "per job":
+        return f"{value:.2f}"
     return f"{value:.3f}"
 
 
@@ -511,7 +550,7 @@ def workload_table(doc: Doc) -> list[str]:
     )
     for row in ROWS:
         mine = row.value(doc, KICKSIDE)
-        theirs = [row.value(doc, p) if row.backend == "postgresql" else None for p in others]
+        theirs = [row.value(doc, p) for p in others]  # a peer has figures on its backend only
         if mine is None and all(v is None for v in theirs):
             continue
         arrow = "↑" if row.higher_is_better else "↓"
@@ -539,6 +578,27 @@ def workload_table(doc: Doc) -> list[str]:
             )
             lines.append("| " + " | ".join(["ref", title, "tx/s ↑", shown, *blanks]) + " |")
     return lines
+
+
+def sqlite_durability_note(doc: Doc) -> list[str]:
+    """Which SQLite durability mode each system ran at, when a SQLite peer (Huey) ran."""
+    modes = {
+        e["system"]: e["details"].get("synchronous")
+        for e in doc["results"]
+        if e["system"] != KICKSIDE and e["backend"] == "sqlite" and e["details"].get("synchronous")
+    }
+    if not modes:
+        return []
+    mine = doc.get("sqlite_synchronous")
+    shown = [f"kickside {mine.upper() if mine else '—'}"]
+    shown += [f"{system} {mode}" for system, mode in sorted(modes.items())]
+    return [
+        "SQLite durability (WAL, `synchronous`): "
+        + ", ".join(shown)
+        + ". FULL fsyncs every commit (survives an OS crash and a power loss; Huey's "
+        "default); NORMAL does not (survives a process crash; Kickside's default). "
+        "`--sqlite-synchronous full` runs Kickside at FULL."
+    ]
 
 
 def single_enqueue_note(doc: Doc) -> list[str]:

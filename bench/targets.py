@@ -127,11 +127,13 @@ def postgresql_database_target(url: str, schema: str | None = None) -> Iterator[
 
 
 @contextlib.contextmanager
-def sqlite_target(path: Path | None = None) -> Iterator[Target]:
-    """A migrated SQLite file: ``path``, or a temporary file removed on exit."""
+def sqlite_target(path: Path | None = None, synchronous: str | None = None) -> Iterator[Target]:
+    """A migrated SQLite file: ``path``, or a temporary file removed on exit; ``synchronous``
+    (``?synchronous=`` on its URL) sets Kickside's durability mode, else its default."""
     tmp = None if path is not None else Path(tempfile.mkdtemp(prefix="kickside-bench-"))
     file = path if tmp is None else tmp / "bench.sqlite3"
-    target = Target("sqlite", f"sqlite:///{file}")
+    query = f"?synchronous={synchronous}" if synchronous else ""
+    target = Target("sqlite", f"sqlite:///{file}{query}")
     try:
         _migrate(target)
         yield target

@@ -20,7 +20,16 @@ from sqlalchemy import make_url
 
 from bench.targets import create_schema, drop_schema
 
-PEERS = ("procrastinate", "pgqueuer", "chancy", "awa", "oban")
+PEERS = ("procrastinate", "pgqueuer", "chancy", "awa", "oban", "huey")
+#: Peers on SQLite (issue 26): run after Kickside's SQLite workloads, each once per durability
+#: mode (its system name in the results: ``huey`` at FULL, Huey's default, and ``huey-normal``
+#: at NORMAL, Kickside's default).
+SQLITE_PEERS = frozenset({"huey"})
+SQLITE_MODES = ("FULL", "NORMAL")
+#: The workloads the SQLite peers run.
+SQLITE_WORKLOADS = ("bulk_enqueue", "single_enqueue", "drain", "latency", "work_per_job")
+#: Workloads no PostgreSQL peer runs.
+SQLITE_ONLY_WORKLOADS = frozenset({"work_per_job"})
 BENCH = Path(__file__).resolve().parents[1]
 VENV = BENCH / ".peers-venv"
 REQUIREMENTS = BENCH / "peers" / "requirements.txt"
@@ -105,12 +114,14 @@ def conninfo(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def failed(system: str, counts: dict[str, int], error: str) -> list[dict[str, Any]]:
+def failed(
+    system: str, counts: dict[str, int], error: str, backend: str = "postgresql"
+) -> list[dict[str, Any]]:
     """One error entry per workload, for a peer that could not run."""
     return [
         {
             "system": system,
-            "backend": "postgresql",
+            "backend": backend,
             "workload": workload,
             "params": {"jobs": n},
             "metrics": {},
@@ -173,3 +184,53 @@ def run_peer(
         return failed(system, counts, f"the {system} driver timed out")
     finally:
         drop_schema(url, schema)
+
+
+def run_sqlite_peer(
+    python: Path,
+    system: str,
+    *,
+    counts: dict[str, int],
+    workdir: Path,
+    progress: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """Run ``counts`` against a SQLite peer (Huey) once per mode of :data:`SQLITE_MODES`,
+    each on a fresh database file in ``workdir``; its results."""
+    counts = {w: n for w, n in counts.items() if w in SQLITE_WORKLOADS}
+    results: list[dict[str, Any]] = []
+    if not counts:
+        return results
+    for mode in SQLITE_MODES:
+        name = system if mode == "FULL" else f"{system}-{mode.lower()}"
+        db = workdir / f"{name}.sqlite3"
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(BENCH.parent),
+            "KICKSIDE_BENCH_HUEY_DB": str(db),
+            "KICKSIDE_BENCH_HUEY_SYNCHRONOUS": mode,
+            "KICKSIDE_BENCH_HUEY_DONE": str(workdir / f"{name}.done"),
+        }
+        command = [str(python), "-m", f"bench.peers.{system}_peer", "run"]
+        command += ["--workdir", str(workdir), *(f"--count={w}={n}" for w, n in counts.items())]
+        progress(f"peers: {name} on SQLite (WAL, synchronous {mode})")
+        try:
+            proc = subprocess.run(
+                command,
+                cwd=BENCH.parent,
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+                timeout=PEER_TIMEOUT_S,
+            )
+            lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+            if proc.returncode != 0 or not lines:
+                error = f"the {name} driver failed (exit {proc.returncode})"
+                results += failed(name, counts, error, "sqlite")
+            else:
+                results += json.loads(lines[-1])["results"]
+        except subprocess.TimeoutExpired:
+            results += failed(name, counts, f"the {name} driver timed out", "sqlite")
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return results

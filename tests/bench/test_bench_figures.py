@@ -243,3 +243,51 @@ def test_the_peers_added_for_async_run_only_the_async_workloads() -> None:
     assert set(runner.counts_for("chancy", counts)) == set(runner.ASYNC_WORKLOADS)
     assert set(runner.counts_for("pgqueuer", counts)) == set(counts)
     assert "oban" in runner.IN_VENV312 and len(runner.IN_VENV312) == 1
+
+
+def test_every_sqlite_figure_has_huey_beside_it_at_both_durabilities() -> None:
+    doc = _doc(quick=True)
+    doc["sqlite_synchronous"] = "normal"
+    doc["versions"].update({"huey": "3.5.4", "huey-normal": "3.5.4"})
+    for system, mode, rate in (("huey", "FULL", 400.0), ("huey-normal", "NORMAL", 1600.0)):
+        entry = _entry(
+            system,
+            "drain",
+            {"jobs_per_s": rate, "pool_cpu_s_per_1000_jobs": 0.5, "thread_jobs_per_s": 100.0},
+            backend="sqlite",
+        )
+        entry["details"] = {"version": "3.5.4", "synchronous": mode}
+        doc["results"].append(entry)
+    for system, rows in (("kickside", 5.0), ("huey", 2.0)):
+        doc["results"].append(
+            _entry(system, "work_per_job", {"rows_written_per_job": rows}, backend="sqlite")
+        )
+    text = report.markdown(doc)
+    header = _line(text, "| # |")
+    assert header[3:7] == ["kickside", "huey 3.5.4", "huey-normal 3.5.4", "peer_a 1.0"]
+    rows = _line(text, "| 26 | SQLite work per job: rows written")
+    assert rows[3:8] == ["5.00", "2.00", "—", "—", "2.50x"]
+    drain = _line(text, "| 8 | SQLite: drain, 1 pool")
+    assert drain[3:7] == ["800", "400", "1,600", "—"]
+    assert drain[7:9] == ["2.00x", "0.50x"]  # kickside/huey, kickside/huey-normal
+    assert _line(text, "| 8 | SQLite: drain, Huey's thread workers")[3:5] == ["—", "100"]
+    assert _line(text, "| 3 | drain")[4:6] == ["—", "—"]  # Huey has no PostgreSQL figures
+    assert "SQLite durability (WAL, `synchronous`): kickside NORMAL, huey FULL, " in text
+    assert "huey-normal NORMAL." in text
+    assert "| huey 3.5.4 | sqlite |" in text
+
+
+def test_huey_runs_on_sqlite_only_and_the_other_peers_on_postgresql_only() -> None:
+    from bench.peers import runner
+
+    assert "huey" in runner.PEERS and set(runner.SQLITE_PEERS) == {"huey"}
+    assert runner.SQLITE_MODES == ("FULL", "NORMAL")
+    assert set(runner.SQLITE_WORKLOADS) == {
+        "bulk_enqueue",
+        "single_enqueue",
+        "drain",
+        "latency",
+        "work_per_job",
+    }
+    assert set(runner.SQLITE_WORKLOADS) >= runner.SQLITE_ONLY_WORKLOADS
+    assert "huey==3.5.4" in runner.REQUIREMENTS.read_text().splitlines()
