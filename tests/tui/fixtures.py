@@ -169,7 +169,7 @@ def _build(db: Database) -> DemoIds:
                 schedule=published,
                 # The stale node is an older pool: it published no executor kinds.
                 executors=[
-                    {"kind": "process", "executors": 16, "busy": 2, "slots": 16},
+                    {"kind": "process", "executors": 16, "busy": 1, "slots": 16},
                     {"kind": "async", "executors": 1, "busy": 37, "slots": 100},
                 ]
                 if name == NODE
