@@ -146,9 +146,7 @@ def test_nodes_show_executors_by_kind_with_busy_and_total_slots(
         {"kind": "process", "executors": 8, "busy": 3, "slots": 8},
         {"kind": "async", "executors": 1, "busy": 120, "slots": 200},
     ]
-    heartbeat(
-        db, NodeBeat("web-1", "h", 1, {"io": 200}, "v1", 4, 9, now, executors=kinds), now
-    )
+    heartbeat(db, NodeBeat("web-1", "h", 1, {"io": 200}, "v1", 4, 9, now, executors=kinds), now)
     [node] = cli_json(target, "nodes")["nodes"]
     assert node["executors"] == kinds
     assert (node["executors_busy"], node["executors_total"]) == (4, 9)
