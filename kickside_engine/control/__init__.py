@@ -66,6 +66,7 @@ from kickside_engine.control.queries import (
 )
 from kickside_engine.control.queues import (
     NODE_STALE_AFTER,
+    ExecutorKind,
     NodeInfo,
     QueueInfo,
     QueueNode,
@@ -121,6 +122,7 @@ __all__ = [
     "BulkResult",
     "CapacityGroupInfo",
     "CronEntryStatus",
+    "ExecutorKind",
     "Explanation",
     "Finding",
     "HealthReport",

@@ -60,6 +60,20 @@ class QueueInfo:
 
 
 @dataclass(frozen=True)
+class ExecutorKind:
+    """A node's executors of one kind (``process``, ``thread`` or ``async``): how many, and
+    how many of their slots run a job (``busy``) out of ``slots``."""
+
+    kind: str
+    executors: int
+    busy: int
+    slots: int
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.busy}/{self.slots}"
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """A registered worker pool; ``stale`` when its heartbeat is older than NODE_STALE_AFTER."""
 
@@ -79,6 +93,9 @@ class NodeInfo:
     workers: tuple[str, ...] | None = None
     #: The newest schema revision the node's code knows (None: not published, an older pool).
     schema_head: str | None = None
+    #: Its executors by kind. A pool that did not publish them (an older Kickside) shows its
+    #: ``executors_busy``/``executors_total`` as process executors of one slot each.
+    executors: tuple[ExecutorKind, ...] = ()
 
     def serves(self, queue: str, worker: str) -> bool | None:
         """Whether this node would claim a job of ``worker`` in ``queue`` (None: unknown)."""
@@ -135,9 +152,36 @@ def _nodes(db: Database, conn: Connection, now: datetime, *, live_only: bool) ->
                 stale=age > NODE_STALE_AFTER,
                 workers=_node_workers(r.workers),
                 schema_head=r._mapping.get("schema_head"),
+                executors=_executor_kinds(
+                    r._mapping.get("executors"), r.executors_busy, r.executors_total
+                ),
             )
         )
     return infos
+
+
+def _executor_kinds(value: Any, busy: int, total: int) -> tuple[ExecutorKind, ...]:
+    """The kinds a node published; without them, its executors as process executors."""
+    if isinstance(value, list):
+        kinds = tuple(
+            ExecutorKind(
+                str(entry.get("kind")),
+                _count(entry.get("executors")),
+                _count(entry.get("busy")),
+                _count(entry.get("slots")),
+            )
+            for entry in value
+            if isinstance(entry, dict) and isinstance(entry.get("kind"), str)
+        )
+        if kinds:
+            return kinds
+    if total <= 0:
+        return ()
+    return (ExecutorKind("process", total, busy, total),)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _node_workers(value: Any) -> tuple[str, ...] | None:

@@ -144,6 +144,7 @@ class AsyncProcessExecutor(ProcessExecutor):
     """An async executor in its own process."""
 
     is_async = True
+    kind = "async"
 
     def __init__(self, app: str, generation: int, slots: int) -> None:
         super(ProcessExecutor, self).__init__(generation, slots)
@@ -157,6 +158,7 @@ class AsyncThreadExecutor(ThreadExecutor):
     """An in-process async executor: an event loop on a thread of the supervisor's process."""
 
     is_async = True
+    kind = "async"
 
     def _serve(self, conn: Connection, registry: WorkerRegistry, version: str) -> None:
         asyncio.run(serve_async(conn, registry, version))

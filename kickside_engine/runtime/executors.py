@@ -223,12 +223,18 @@ class RunningJob:
     lost: bool = False
 
 
+#: The kinds of executor, in the order operators see them.
+EXECUTOR_KINDS = ("process", "thread", "async")
+
+
 class Executor:
     """One executor as the supervisor sees it: a process executor runs one job at a time
     (``slots`` 1), an async executor up to ``slots`` at once."""
 
     #: Whether it runs ``async def`` jobs on an event loop.
     is_async = False
+    #: What operators see it as: ``process``, ``thread`` or ``async``.
+    kind = "process"
 
     def __init__(self, generation: int, slots: int = 1) -> None:
         self.id = uuid.uuid4().hex[:8]
@@ -334,6 +340,8 @@ class ProcessExecutor(Executor):
 
 class ThreadExecutor(Executor):
     """An in-process executor: a thread with the registry handed to it."""
+
+    kind = "thread"
 
     def __init__(
         self, registry: WorkerRegistry, version: str, generation: int, slots: int = 1

@@ -9,10 +9,12 @@ is for, and the running jobs' deadlines and leases.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from kickside_engine.models import ClaimedJob
-from kickside_engine.runtime.executors import Executor
+from kickside_engine.runtime.executors import EXECUTOR_KINDS, Executor
 
 
 class Placement:
@@ -52,6 +54,22 @@ class Placement:
     def busy(self) -> int:
         """How many executors run a job."""
         return sum(1 for ex in self.executors if ex.jobs)
+
+    def by_kind(self) -> list[dict[str, Any]]:
+        """The executors by kind, as nodes publish them: how many, and busy and total slots
+        (a retiring executor counts until it is gone, as it still runs its jobs)."""
+        executors: Counter[str] = Counter()
+        busy: Counter[str] = Counter()
+        slots: Counter[str] = Counter()
+        for ex in self.executors:
+            executors[ex.kind] += 1
+            busy[ex.kind] += len(ex.jobs)
+            slots[ex.kind] += ex.slots
+        return [
+            {"kind": kind, "executors": executors[kind], "busy": busy[kind], "slots": slots[kind]}
+            for kind in EXECUTOR_KINDS
+            if executors[kind]
+        ]
 
     def any_idle(self) -> bool:
         """Whether some executor may take a job now."""

@@ -190,6 +190,7 @@ class WorkerPool:
             started_at=self.started_at,
             workers=executors.claim_workers([]) if executors.any_ready() else None,
             schedule=self._schedule.document(now),
+            executors=executors.by_kind(),
         )
         paused = heartbeat(self.db, beat, now)
         self._round_trips += 1

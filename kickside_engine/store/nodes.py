@@ -31,6 +31,8 @@ class NodeBeat:
     workers: list[str] | None = None
     #: The pool's cron entries as published for operators (name, expression, timezone, next).
     schedule: list[dict[str, Any]] | None = None
+    #: The executors by kind: ``{"kind", "executors", "busy", "slots"}`` each (None: unknown).
+    executors: list[dict[str, Any]] | None = None
 
 
 def heartbeat(db: Database, beat: NodeBeat, now: datetime) -> set[str]:
@@ -51,6 +53,8 @@ def heartbeat(db: Database, beat: NodeBeat, now: datetime) -> set[str]:
     }
     if db.has_column(table.c.schema_head):
         values["schema_head"] = head_revision()
+    if db.has_column(table.c.executors):
+        values["executors"] = beat.executors
     stmt = db.upsert_insert(table).values(**values)
     stmt = stmt.on_conflict_do_update(
         index_elements=["name"], set_={k: v for k, v in values.items() if k != "name"}

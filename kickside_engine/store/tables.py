@@ -287,6 +287,9 @@ def build_tables(schema: str | None = None) -> Tables:
         # Migration 0007: the newest revision the node's code knows. Newer than OLDEST_SCHEMA,
         # so used only where Database.has_column finds it.
         Column("schema_head", String(32), nullable=True, info={"since": "0007"}),
+        # Migration 0010: the pool's executors by kind with busy and total slots (a list of
+        # {"kind", "executors", "busy", "slots"}); NULL from a pool that did not publish them.
+        Column("executors", NullableJSONDocument, nullable=True, info={"since": "0010"}),
     )
     Index(None, node.c.heartbeat_at)
 

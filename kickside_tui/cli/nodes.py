@@ -30,7 +30,10 @@ def nodes(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """List worker pools: host, PID, queues, code version, executors busy, heartbeat age."""
+    """List worker pools: host, PID, queues, code version, executors, heartbeat age.
+
+    Executors show by kind with busy/total slots (``process 3/8, async 120/200``).
+    """
     infos = list_nodes(open_database(ctx), now())
     if host is not None:
         infos = [n for n in infos if n.host == host]
@@ -61,7 +64,7 @@ def nodes(
                 n.pid,
                 ", ".join(f"{q}:{c}" for q, c in sorted(n.queues.items())),
                 n.code_version,
-                f"{n.executors_busy}/{n.executors_total}",
+                ", ".join(str(k) for k in n.executors) or "-",
                 short_time(n.started_at),
                 seconds(n.heartbeat_age),
                 n.stale,

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from kickside_engine import JobState
-from kickside_engine.control import QueueInfo
+from kickside_engine.control import ExecutorKind, QueueInfo
 from kickside_tui.adapter import OpsData
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import clock, count, relative, short_id, span
@@ -35,8 +35,7 @@ NODES = (
     Col("host", "host", drop=3),
     Col("pid", "pid", drop=3),
     Col("code", "code", drop=2),
-    Col("busy", "busy"),
-    Col("idle", "idle", drop=1),
+    Col("executors", "executors busy/slots", "executors"),
     Col("heartbeat", "heartbeat", "beat"),
     Col("queues", "queues", drop=2, flex=True),
     Col("up", "up", drop=3),
@@ -51,6 +50,16 @@ CRON = (
     Col("last job", "last job", "job id", drop=3),
     Col("problem", "problem", drop=1, flex=True),
 )
+
+
+def executor_cell(kinds: tuple[ExecutorKind, ...]) -> Ordered:
+    """``process 3/8, async 120/200``, sorted by busy slots; a kind with no free slot in bold."""
+    cell = Text()
+    for i, kind in enumerate(kinds):
+        if i:
+            cell.append(", ")
+        cell.append(str(kind), style="bold" if kind.slots and kind.busy >= kind.slots else "")
+    return Ordered(cell if kinds else Text("-"), sum(k.busy for k in kinds))
 
 
 class OpsScreen(ViewScreen):
@@ -133,8 +142,7 @@ class OpsScreen(ViewScreen):
                         n.host,
                         str(n.pid),
                         n.code_version or "-",
-                        Text(str(n.executors_busy), justify="right"),
-                        Text(str(max(n.executors_total - n.executors_busy, 0)), justify="right"),
+                        executor_cell(n.executors),
                         beat,
                         ", ".join(f"{k}:{v}" for k, v in sorted(n.queues.items())),
                         Ordered(span(now - n.started_at), now - n.started_at),

@@ -129,8 +129,29 @@ def test_nodes_list_heartbeats_and_stale_pools(db: Database, target: Target) -> 
     assert nodes["fresh"]["stale"] is False and nodes["gone"]["stale"] is True
     assert nodes["fresh"]["queues"] == {"default": 10}
     assert nodes["gone"]["heartbeat_age"] >= 300
+    # Neither published its executors by kind (an older pool): process executors, busy/total.
+    assert nodes["fresh"]["executors"] == [
+        {"kind": "process", "executors": 4, "busy": 1, "slots": 4}
+    ]
     human = cli(target, "nodes")
-    assert human.exit_code == 0 and "default:10" in human.stdout and "1/4" in human.stdout
+    assert human.exit_code == 0 and "default:10" in human.stdout
+    assert "process 1/4" in human.stdout
+
+
+def test_nodes_show_executors_by_kind_with_busy_and_total_slots(
+    db: Database, target: Target
+) -> None:
+    now = utcnow()
+    kinds = [
+        {"kind": "process", "executors": 8, "busy": 3, "slots": 8},
+        {"kind": "async", "executors": 1, "busy": 120, "slots": 200},
+    ]
+    heartbeat(db, NodeBeat("web-1", "h", 1, {"io": 200}, "v1", 4, 9, now, executors=kinds), now)
+    [node] = cli_json(target, "nodes")["nodes"]
+    assert node["executors"] == kinds
+    assert (node["executors_busy"], node["executors_total"]) == (4, 9)
+    human = cli(target, "nodes")
+    assert human.exit_code == 0 and "process 3/8, async 120/200" in human.stdout
 
 
 def test_audit_lists_actions_newest_first_with_paging(db: Database, target: Target) -> None:

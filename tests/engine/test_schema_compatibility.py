@@ -126,7 +126,9 @@ def test_this_code_runs_on_its_oldest_schema_and_its_nodes_publish_their_head(
     status = migrate.status(empty_db)
     pending = migrate.OLDEST_SCHEMA != HEAD
     assert status.pending == ((HEAD,) if pending else ())
-    assert [n.name for n in status.stopped_by_upgrade] == (["n1"] if pending else [])
+    # The node's code knows the head, so the upgrade stops it only when its head is unknown.
+    stopped = ["n1"] if pending and not has_head_column else []
+    assert [n.name for n in status.stopped_by_upgrade] == stopped
 
     migrate.upgrade(empty_db)
     heartbeat(empty_db, beat, now)

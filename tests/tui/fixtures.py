@@ -167,6 +167,13 @@ def _build(db: Database) -> DemoIds:
                 17 if name == NODE else 4,
                 _at(-3600),
                 schedule=published,
+                # The stale node is an older pool: it published no executor kinds.
+                executors=[
+                    {"kind": "process", "executors": 16, "busy": 1, "slots": 16},
+                    {"kind": "async", "executors": 1, "busy": 37, "slots": 100},
+                ]
+                if name == NODE
+                else None,
             ),
             _at(beat),
         )

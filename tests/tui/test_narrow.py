@@ -29,7 +29,7 @@ NEEDED: dict[str, dict[str, set[str]]] = {
     "6": {"#latency": {"queue", "queue time", "run time"}, "#audit": {"at", "action"}},
     "7": {
         "#queues": {"queue", "state", "available", "executing"},
-        "#nodes": {"node", "busy", "heartbeat"},
+        "#nodes": {"node", "executors", "heartbeat"},
         "#cron": {"entry", "last run", "next run"},
     },
 }

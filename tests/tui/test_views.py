@@ -20,6 +20,7 @@ from kickside_tui.widgets.job_detail import JobDetailPane
 from .fixtures import (
     NODE,
     NOW,
+    STALE_NODE,
     build_demo_data,
     demo_adapter_kwargs,
     make_app,
@@ -113,7 +114,13 @@ def test_every_view_shows_its_data(db: Database) -> None:
                 "running",
                 "no node",
             ]
-            assert ops.query_one("#nodes", DataTable).row_count == 2
+            nodes = ops.query_one("#nodes", DataTable)
+            assert _keys(nodes) == sorted([NODE, STALE_NODE])
+            # The live node publishes its kinds; the stale one, an older pool, did not.
+            assert dict(zip(_keys(nodes), _column(nodes, "executors"), strict=True)) == {
+                NODE: "process 1/16, async 37/100",
+                STALE_NODE: "process 0/4",
+            }
             cron = ops.query_one("#cron", DataTable)
             # No --schedule: what the live node publishes (the stale node's does not count).
             assert _column(cron, "entry") == ["cleanup", "weekly_digest"]
