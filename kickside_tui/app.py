@@ -402,8 +402,18 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health."""
+    """The live Kickside dashboard: queues, jobs, slots, leases, capacity and health.
+
+    The database, schema and read-only switch come from their flags, else their KICKSIDE_*
+    variables, else the configuration file (kickside.toml or the tool.kickside table of
+    pyproject.toml, as `kickside config` shows), else their defaults."""
     try:
+        from kickside_engine.runtime import load_config
+
+        found = load_config(names=["database_url", "schema", "read_only"])
+        database_url = database_url if database_url is not None else found.value("database_url")
+        schema = schema if schema is not None else found.value("schema")
+        read_only = read_only or bool(found.value("read_only"))
         db = connect_database(database_url, schema=schema, create=False)
         entries = load_schedule(schedule) if schedule else []
     except KicksideError as exc:

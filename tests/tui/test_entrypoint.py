@@ -243,3 +243,28 @@ def test_sigterm_closes_the_dashboard_as_q_does(db: Database) -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert app.return_code == 0
+
+
+def test_the_configuration_file_names_the_database_below_flags_and_environment(
+    started: list[KicksideApp], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in (DATABASE_URL_ENV, SCHEMA_ENV, "KICKSIDE_READ_ONLY", "KICKSIDE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "from-file.sqlite3").touch()
+    (tmp_path / "from-flag.sqlite3").touch()
+    (tmp_path / "kickside.toml").write_text(
+        f'database_url = "sqlite:///{tmp_path / "from-file.sqlite3"}"\nread_only = true\n'
+    )
+    assert CliRunner().invoke(cli, []).exit_code == 0
+    flag = f"sqlite:///{tmp_path / 'from-flag.sqlite3'}"
+    assert CliRunner().invoke(cli, ["--database-url", flag]).exit_code == 0
+    from_file, from_flag = started
+    assert str(tmp_path / "from-file.sqlite3") in from_file.adapter.describe()
+    assert from_file.read_only and from_flag.read_only  # the file's read_only holds for both
+    assert str(tmp_path / "from-flag.sqlite3") in from_flag.adapter.describe()
+    # A database the file names but that does not exist is one line naming it, no UI.
+    (tmp_path / "kickside.toml").write_text(f'database_url = "sqlite:///{tmp_path / "no.db"}"\n')
+    missing = CliRunner().invoke(cli, [])
+    assert missing.exit_code != 0 and str(tmp_path / "no.db") in missing.output
+    assert len(started) == 2
