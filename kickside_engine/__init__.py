@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     )
     from kickside_engine.async_api import (
         cancel_job_async,
+        discard_job_async,
         get_job_async,
         get_job_statuses_async,
         get_job_statuses_tx_async,
@@ -123,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "node_name": "kickside_engine.api",
     "record": "kickside_engine.api",
     "cancel_job_async": "kickside_engine.async_api",
+    "discard_job_async": "kickside_engine.async_api",
     "enqueue_async": "kickside_engine.async_enqueue",
     "enqueue_fanout_async": "kickside_engine.async_enqueue",
     "enqueue_many_async": "kickside_engine.async_enqueue",
@@ -295,6 +297,7 @@ __all__ = [
     "connect_database",
     "control",
     "disable_slot",
+    "discard_job_async",
     "enable_slot",
     "enqueue",
     "enqueue_async",

@@ -1,4 +1,4 @@
-"""What asyncio applications call: read, wake, nudge, cancel, retry and wait, awaited.
+"""What asyncio applications call: read, wake, nudge, cancel, retry, discard and wait, awaited.
 
 Each function is the async form of the sync function it names, with the same arguments, the
 same rules and the same result, on an :class:`~kickside_engine.store.async_database.AsyncDatabase`
@@ -151,6 +151,18 @@ async def retry_job_async(
     return await _job_action(adb, job_id, "retry", actor, now)
 
 
+async def discard_job_async(
+    adb: AsyncDatabase,
+    job_id: uuid.UUID | str,
+    *,
+    actor: Actor | None = None,
+    now: datetime | None = None,
+) -> Job:
+    """Discard a job that is not final; an executing one is aborted on its node (see
+    :func:`~kickside_engine.control.actions.discard_job`)."""
+    return await _job_action(adb, job_id, "discard", actor, now)
+
+
 async def _job_action(
     adb: AsyncDatabase,
     job_id: uuid.UUID | str,
@@ -163,7 +175,10 @@ async def _job_action(
     parsed = parse_job_id(job_id)
     at = ensure_aware(now, "now") if now is not None else utcnow()
     who = actor if actor is not None else Actor.current()
-    return await adb.run(lambda c: job_action_in_transaction(adb.db, c, parsed, action, who, at))
+    changed = await adb.run(lambda c: job_action_in_transaction(adb.db, c, parsed, action, who, at))
+    if changed.state is JobState.AVAILABLE:  # as the sync action: this process's pools, now
+        local_signal(adb.db).wake(changed.queue)
+    return changed
 
 
 async def wait_for_async(

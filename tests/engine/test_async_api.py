@@ -25,6 +25,7 @@ from kickside_engine import (
     WaitTimeoutError,
     cancel_job_async,
     connect_async_database,
+    discard_job_async,
     enqueue_fanout,
     enqueue_fanout_async,
     enqueue_many,
@@ -47,7 +48,7 @@ from kickside_engine import (
     wake_multi_async,
 )
 from kickside_engine.audit import Actor
-from kickside_engine.control import cancel_job, list_audit, retry_job
+from kickside_engine.control import cancel_job, discard_job, list_audit, retry_job
 from kickside_engine.store.inserts import COPY_FROM_ROWS
 from kickside_engine.store.notify import local_signal
 
@@ -308,6 +309,30 @@ async def test_cancel_and_retry_match_their_sync_twins(db: Database, adb: AsyncD
         ]
     with pytest.raises(NotFoundError):
         await cancel_job_async(adb, uuid.uuid4())
+
+
+async def test_discard_matches_its_sync_twin(db: Database, adb: AsyncDatabase) -> None:
+    sync_id = JobBuilder("w").insert(db, now=NOW).id
+    async_id = JobBuilder("w").insert(db, now=NOW).id
+    synced = discard_job(db, sync_id, ACTOR, NOW)
+    awaited = await discard_job_async(adb, async_id, actor=ACTOR, now=NOW)
+    assert awaited.state is JobState.DISCARDED
+    assert _comparable(awaited, "updated_at") == _comparable(synced, "updated_at")
+
+
+async def test_a_retried_job_wakes_this_processs_pools_as_the_sync_retry_does(
+    db: Database, adb: AsyncDatabase
+) -> None:
+    job_id = JobBuilder("w").queue("q_retry").insert(db, now=NOW).id
+    await cancel_job_async(adb, job_id, actor=ACTOR, now=NOW)
+    woken: list[str | None] = []
+    signal = local_signal(db)
+    signal.subscribe(woken.append)
+    try:
+        await retry_job_async(adb, job_id, actor=ACTOR, now=NOW)
+    finally:
+        signal.unsubscribe(woken.append)
+    assert woken == ["q_retry"]
 
 
 async def test_wait_for_matches_its_sync_twin(db: Database, adb: AsyncDatabase) -> None:
