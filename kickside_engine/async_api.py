@@ -175,10 +175,8 @@ async def _job_action(
     parsed = parse_job_id(job_id)
     at = ensure_aware(now, "now") if now is not None else utcnow()
     who = actor if actor is not None else Actor.current()
-    changed = await adb.run(lambda c: job_action_in_transaction(adb.db, c, parsed, action, who, at))
-    if changed.state is JobState.AVAILABLE:  # as the sync action: this process's pools, now
-        local_signal(adb.db).wake(changed.queue)
-    return changed
+    # The write's commit wakes this process's pools (AsyncDatabase.run), as the sync action does.
+    return await adb.run(lambda c: job_action_in_transaction(adb.db, c, parsed, action, who, at))
 
 
 async def wait_for_async(
