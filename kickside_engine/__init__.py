@@ -109,6 +109,18 @@ if TYPE_CHECKING:
     from kickside_engine.uniqueness import Unique
     from kickside_engine.waiting import JobResult, wait_for
     from kickside_engine.workers import CapacityDeclaration, WorkerRegistry, WorkerSpec
+    from kickside_engine.workflow import (
+        After,
+        Upstream,
+        Workflow,
+        WorkflowInserted,
+        WorkflowStep,
+        WorkflowView,
+        batch,
+        get_workflow,
+        upstream_results,
+        upstream_results_async,
+    )
 
 #: The modules exported as they are (``kickside_engine.migrate.upgrade(db)``).
 _SUBMODULES = frozenset({"control", "migrate"})
@@ -202,6 +214,16 @@ _EXPORTS: dict[str, str] = {
     "CapacityDeclaration": "kickside_engine.workers",
     "WorkerRegistry": "kickside_engine.workers",
     "WorkerSpec": "kickside_engine.workers",
+    "After": "kickside_engine.workflow",
+    "Upstream": "kickside_engine.workflow",
+    "Workflow": "kickside_engine.workflow",
+    "WorkflowInserted": "kickside_engine.workflow",
+    "WorkflowStep": "kickside_engine.workflow",
+    "WorkflowView": "kickside_engine.workflow",
+    "batch": "kickside_engine.workflow",
+    "get_workflow": "kickside_engine.workflow",
+    "upstream_results": "kickside_engine.workflow",
+    "upstream_results_async": "kickside_engine.workflow",
 }
 
 
@@ -242,6 +264,7 @@ sys.modules[__name__].__class__ = _Package
 __all__ = [
     "MAX_PROGRESS_BYTES",
     "MAX_RESULT_BYTES",
+    "After",
     "ArgsAdapter",
     "ArgsDecodeError",
     "AsyncDatabase",
@@ -284,12 +307,18 @@ __all__ = [
     "Snooze",
     "Subscription",
     "Unique",
+    "Upstream",
     "WaitTimeoutError",
     "WakeKey",
     "WakeMultiResult",
     "WakeResult",
     "WorkerRegistry",
     "WorkerSpec",
+    "Workflow",
+    "WorkflowInserted",
+    "WorkflowStep",
+    "WorkflowView",
+    "batch",
     "cancel_job_async",
     "claim",
     "complete",
@@ -312,6 +341,7 @@ __all__ = [
     "get_job_statuses_async",
     "get_job_statuses_tx",
     "get_job_statuses_tx_async",
+    "get_workflow",
     "list_slots",
     "listen",
     "migrate",
@@ -323,6 +353,8 @@ __all__ = [
     "record",
     "resolve_database_config",
     "retry_job_async",
+    "upstream_results",
+    "upstream_results_async",
     "wait_for",
     "wait_for_async",
     "wake_job",

@@ -35,6 +35,7 @@ ACTIONS = (
     "bulk_discard",
     "bulk_retry",
     "cancel",
+    "cancel_workflow",
     "capacity_set",
     "delete",
     "disable",
@@ -49,6 +50,7 @@ ACTIONS = (
     "reload",
     "resume",
     "retry",
+    "retry_workflow",
     "wake",
 )
 

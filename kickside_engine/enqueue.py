@@ -69,7 +69,7 @@ def enqueue(
         from kickside_engine.enrollment import enqueue_slot
 
         result = enqueue_slot(db, job, conn=conn, now=now)
-        _enqueued([job], [result])
+        fire_enqueued([job], [result])
         return result
     now = ensure_aware(now, "now") if now is not None else utcnow()
     row = build_row(opts, now)
@@ -82,11 +82,11 @@ def enqueue(
     if not result.duplicate:
         local_signal(db).wake(row["queue"])
     if job.hooks is not None and job.hooks.on_enqueue:
-        _enqueued([job], [result])
+        fire_enqueued([job], [result])
     return result
 
 
-def _enqueued(builders: Sequence[JobBuilder], inserted: Sequence[Inserted]) -> None:
+def fire_enqueued(builders: Sequence[JobBuilder], inserted: Sequence[Inserted]) -> None:
     """Call the ``on_enqueue`` hooks of each builder's registry with its inserted job.
 
     ``builders`` holds one builder per inserted job, or one for all (a fan-out's template).
@@ -122,7 +122,7 @@ def enqueue_many(
         db, len(jobs), (lambda: (build_row(b.options, now) for b in jobs)), conn
     )
     if any(b.hooks is not None and b.hooks.on_enqueue for b in jobs):
-        _enqueued(jobs, inserted)
+        fire_enqueued(jobs, inserted)
     return inserted
 
 
@@ -158,7 +158,7 @@ def enqueue_fanout(
     else:
         inserted = _insert_built(db, len(args), lambda: _fanout_rows(base, args), conn)
     if template.hooks is not None and template.hooks.on_enqueue:
-        _enqueued([template], inserted)
+        fire_enqueued([template], inserted)
     return inserted
 
 

@@ -12,10 +12,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, MAX_DELAY, Backoff
-from kickside_engine.models import ClaimedJob, Job, JobKind, JobState, RunOutcome
+from kickside_engine.finality import final_values_of
+from kickside_engine.models import ClaimedJob, JobKind, JobState, RunOutcome
 from kickside_engine.redact import declared_sensitive_keys, redact_text, truncate
 from kickside_engine.store.jobs import AvailableIfWoken
 from kickside_engine.store.settle import Settlement
+from kickside_engine.store.workflows import WORKFLOW_META
 
 MAX_ERRORS = 20
 MAX_ERROR_BYTES = 4096
@@ -68,50 +70,6 @@ def _errors_with(claimed: ClaimedJob, at: datetime, error: str) -> list[dict[str
     ]
     history.append({"attempt": claimed.job.attempt, "at": at.isoformat(), "error": error})
     return history[-MAX_ERRORS:]
-
-
-_FINAL_AT = {
-    JobState.COMPLETED: "completed_at",
-    JobState.CANCELLED: "cancelled_at",
-    JobState.DISCARDED: "discarded_at",
-}
-
-
-def final_values(
-    state: JobState,
-    now: datetime,
-    *,
-    meta: dict[str, Any],
-    kind: JobKind,
-    namespace: str | None,
-    scope: str | None,
-    identity_key: str | None,
-) -> dict[str, Any]:
-    """The column values of a job reaching final ``state`` at ``now``, whoever finishes it.
-
-    The unique key is released unless ``meta.unique_states == "all"``, and a finished one-shot
-    job releases its identity for the next one (kept in ``meta["identity"]`` for history).
-    """
-    values: dict[str, Any] = {"state": state.value, "finalized_at": now, _FINAL_AT[state]: now}
-    if meta.get("unique_states") != "all":
-        values["unique_key"] = None
-    if namespace is not None and kind is JobKind.ONESHOT:
-        values.update(namespace=None, scope=None, identity_key=None)
-        values["meta"] = {**meta, "identity": [namespace, scope, identity_key]}
-    return values
-
-
-def final_values_of(job: Job, state: JobState, now: datetime) -> dict[str, Any]:
-    """:func:`final_values` for ``job`` as read (a settled run's or an operator's)."""
-    return final_values(
-        state,
-        now,
-        meta=job.meta,
-        kind=job.kind,
-        namespace=job.namespace,
-        scope=job.scope,
-        identity_key=job.identity_key,
-    )
 
 
 def settlement_for(
@@ -191,6 +149,7 @@ def settlement_for(
         finished_at=now,
         duration_ms=result.duration_ms,
         slot=job.kind is JobKind.SLOT,
+        workflow=WORKFLOW_META in job.meta,
     )
 
 

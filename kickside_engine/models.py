@@ -23,7 +23,7 @@ class JobState(enum.StrEnum):
     ``scheduled`` waits for its time; ``available`` can be claimed now; ``executing`` holds a
     lease; ``retryable`` failed and waits for its backoff; ``completed``, ``cancelled`` and
     ``discarded`` are final; a slot job rests in ``parked`` between demands and ``disabled``
-    takes it out of service.
+    takes it out of service; a workflow's job is ``waiting`` until its upstream jobs are final.
     """
 
     SCHEDULED = "scheduled"
@@ -35,6 +35,7 @@ class JobState(enum.StrEnum):
     DISCARDED = "discarded"
     PARKED = "parked"
     DISABLED = "disabled"
+    WAITING = "waiting"
 
     @property
     def is_final(self) -> bool:
@@ -95,9 +96,10 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
             JobState.DISABLED,
         }
     ),
-    JobState.COMPLETED: frozenset({JobState.AVAILABLE}),
-    JobState.CANCELLED: frozenset({JobState.AVAILABLE}),
-    JobState.DISCARDED: frozenset({JobState.AVAILABLE}),
+    # A workflow's retry puts a final job back to waiting when its upstreams run again.
+    JobState.COMPLETED: frozenset({JobState.AVAILABLE, JobState.WAITING}),
+    JobState.CANCELLED: frozenset({JobState.AVAILABLE, JobState.WAITING}),
+    JobState.DISCARDED: frozenset({JobState.AVAILABLE, JobState.WAITING}),
     JobState.PARKED: frozenset(
         {
             JobState.AVAILABLE,
@@ -108,6 +110,10 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
         }
     ),
     JobState.DISABLED: frozenset({JobState.PARKED, JobState.AVAILABLE, JobState.CANCELLED}),
+    # Released by the settle of its last upstream: due now, or at its scheduled time.
+    JobState.WAITING: frozenset(
+        {JobState.AVAILABLE, JobState.SCHEDULED, JobState.CANCELLED, JobState.DISCARDED}
+    ),
 }
 
 

@@ -233,7 +233,7 @@ def _purge_page(
             f"slot {name} has unsettled run history: purge it again once it is settled",
             {**base, "wait_for": "run_history_settlement"},
         )
-    delete_job(db, conn, job_id)
+    delete_job(db, conn, job_id, now)
     return PurgeResult(True, runs_deleted=deleted)
 
 

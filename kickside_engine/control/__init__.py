@@ -90,6 +90,13 @@ from kickside_engine.control.schedules import (
 )
 from kickside_engine.control.search import SCAN_LIMIT, scan_jobs
 from kickside_engine.control.short_ids import resolve_job_id, short_id
+from kickside_engine.control.workflows import (
+    WorkflowChange,
+    cancel_workflow,
+    cancelable,
+    retry_workflow,
+    retryable,
+)
 from kickside_engine.ids import parse_uuid
 from kickside_engine.plugins.pruner import BATCH as PRUNE_BATCH
 from kickside_engine.plugins.pruner import MAX_BATCHES as PRUNE_MAX_BATCHES
@@ -105,6 +112,7 @@ from kickside_engine.redact import (
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, wake_job
 from kickside_engine.store.reconnect import backoff_seconds, jittered
 from kickside_engine.store.settings import get_settings, set_setting
+from kickside_engine.workflow import WorkflowView, get_workflow
 
 __all__ = [
     "AUDIT_ACTIONS",
@@ -142,11 +150,15 @@ __all__ = [
     "Reason",
     "SlotInfo",
     "UnservedWorker",
+    "WorkflowChange",
+    "WorkflowView",
     "app_schedule",
     "backoff_seconds",
     "bulk_apply",
     "bulk_preview",
     "cancel_job",
+    "cancel_workflow",
+    "cancelable",
     "capacity_groups",
     "check_audit_action",
     "count_jobs",
@@ -161,6 +173,7 @@ __all__ = [
     "find_queue",
     "foreign_rows",
     "get_settings",
+    "get_workflow",
     "jittered",
     "job_detail",
     "list_audit",
@@ -193,6 +206,8 @@ __all__ = [
     "resume_job",
     "resume_queue",
     "retry_job",
+    "retry_workflow",
+    "retryable",
     "running_schedule",
     "scan_jobs",
     "set_capacity",

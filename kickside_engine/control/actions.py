@@ -19,8 +19,8 @@ from sqlalchemy import Connection
 from kickside_engine.audit import Actor, record_audit
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import ConflictError, NotFoundError
+from kickside_engine.finality import final_values_of
 from kickside_engine.ids import parse_job_id
-from kickside_engine.lifecycle import final_values_of
 from kickside_engine.models import (
     FINAL_STATES,
     TRANSITIONS,
@@ -296,7 +296,7 @@ def delete_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetim
             )
         # Explicitly rather than by ON DELETE CASCADE: a host's SQLite engine may run with
         # foreign keys off.
-        delete_job_row(db, conn, parsed)
+        delete_job_row(db, conn, parsed, now)
         details = _audit_details(current, None)
         record_audit(db, conn, actor, "delete", "job", str(parsed), details, now)
     return current

@@ -23,6 +23,8 @@ from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database
 from kickside_engine.store.group_limits import GroupLimits, read_group_limits
 from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.workflows import unfinished_upstreams
+from kickside_engine.workflow import waiting_on, workflow_of
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ def _state_reasons(db: Database, conn: Connection, job: Job, now: datetime) -> l
         ]
     if state is JobState.DISABLED:
         return [Reason("slot_disabled", "the slot is disabled: enable it to run again", {})]
+    if state is JobState.WAITING:
+        return _waiting(db, conn, job)
     reasons: list[Reason] = []
     if state is JobState.PARKED:
         if not (job.demand_pending or job.control_pending):
@@ -150,6 +154,37 @@ def _state_reasons(db: Database, conn: Connection, job: Job, now: datetime) -> l
             )
         )
     return reasons
+
+
+#: How many unfinished upstream steps a "waiting" reason names.
+_UPSTREAMS_NAMED = 5
+
+
+def _waiting(db: Database, conn: Connection, job: Job) -> list[Reason]:
+    """A workflow job waits for its upstream jobs: how many, and the first few by name."""
+    counts = waiting_on(db, conn, job.id)
+    if counts is None:
+        return [Reason("waiting_on_upstreams", "waiting on upstream jobs (no workflow found)")]
+    pending, total = counts
+    names = [
+        f"{row.step} ({row.state})"
+        for row in unfinished_upstreams(db, conn, job.id, _UPSTREAMS_NAMED)
+    ]
+    more = f", and {pending - len(names)} more" if pending > len(names) else ""
+    listed = f": {', '.join(names)}{more}" if names else ""
+    workflow = workflow_of(job)
+    return [
+        Reason(
+            "waiting_on_upstreams",
+            f"waiting on {pending} of {total} upstream jobs{listed}",
+            {
+                "pending": pending,
+                "upstreams": total,
+                "workflow": workflow[0] if workflow else None,
+                "unfinished": names,
+            },
+        )
+    ]
 
 
 def _executing(db: Database, conn: Connection, job: Job, now: datetime) -> list[Reason]:

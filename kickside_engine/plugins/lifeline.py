@@ -27,8 +27,9 @@ from sqlalchemy import Connection
 
 from kickside_engine.clock import ensure_aware
 from kickside_engine.errors import InvalidArgumentError
+from kickside_engine.finality import final_values
 from kickside_engine.hooks import Rescued
-from kickside_engine.lifecycle import MAX_ERRORS, clean_error, final_values
+from kickside_engine.lifecycle import MAX_ERRORS, clean_error
 from kickside_engine.models import JobKind, JobState, RunOutcome
 from kickside_engine.purge import purge_request
 from kickside_engine.store.database import Database

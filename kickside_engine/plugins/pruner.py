@@ -16,6 +16,7 @@ from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.store.database import Database
 from kickside_engine.store.maintenance import delete_final_jobs, delete_recurring_runs
 from kickside_engine.store.rate_windows import delete_ended_windows
+from kickside_engine.store.workflows import delete_final_workflows
 
 log = logging.getLogger("kickside.plugins.pruner")
 DEFAULT_MAX_AGE = timedelta(days=7)
@@ -35,6 +36,8 @@ def prune(
 
     At most ``batch * max_batches`` jobs per call. Non-final jobs are never deleted, nor a job
     an operator retried between the select and the delete (the delete re-checks the state).
+    A workflow is deleted only as a whole, once every job of it is final and old enough (a
+    downstream job still reads its upstreams' results).
     """
     now = ensure_aware(now, "now")
     _check_positive(batch=batch, max_batches=max_batches)
@@ -44,7 +47,7 @@ def prune(
         cutoff = now - max_age
     except OverflowError:
         return 0  # older than year 1: nothing can be that old
-    total = 0
+    total = delete_final_workflows(db, cutoff, batch)
     for _ in range(max_batches):
         selected, deleted = delete_final_jobs(db, cutoff, batch)
         total += deleted

@@ -1,4 +1,6 @@
-"""Stager: scheduled and retryable jobs whose time has come become available."""
+"""Stager: scheduled and retryable jobs whose time has come become available; and workflow
+jobs whose upstreams a pool of older code finished are released (the sweep of
+:mod:`kickside_engine.store.workflows`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from datetime import datetime
 from kickside_engine.store.database import Database
 from kickside_engine.store.maintenance import stage_due
 from kickside_engine.store.notify import local_signal, notify_in_transaction
+from kickside_engine.store.workflows import sweep_unresolved
 
 log = logging.getLogger("kickside.plugins.stager")
 BATCH = 5_000
@@ -17,6 +20,7 @@ def stage(db: Database, now: datetime, *, batch: int = BATCH) -> int:
     """Make due scheduled/retryable jobs available (at most ``batch``); returns how many."""
     with db.begin() as conn:
         staged = stage_due(db, conn, now, batch)
+        sweep_unresolved(db, conn, now, batch)
         queues = sorted(set(staged))
         for queue in queues:
             notify_in_transaction(db, conn, queue)

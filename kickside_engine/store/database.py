@@ -144,6 +144,15 @@ class Database:
         self.require_current_schema()
         return revision_at_least(self.schema_revision, since)
 
+    def has_table(self, table: Table) -> bool:
+        """Whether the schema has ``table`` (one added by a migration newer than the oldest
+        schema this code runs on carries ``info={"since": revision}``)."""
+        since = table.info.get("since")
+        if since is None:
+            return True
+        self.require_current_schema()
+        return revision_at_least(self.schema_revision, since)
+
     def schema_changed(self) -> None:
         """Forget the schema check (after a migration): the next transaction checks again."""
         self._schema_current = False

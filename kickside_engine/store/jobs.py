@@ -21,6 +21,7 @@ from kickside_engine.models import Job, JobKind, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.id_sets import id_in
 from kickside_engine.store.rows import job_from_row
+from kickside_engine.store.workflows import forget_job, is_workflow_job, release_after_final
 
 #: Ids (or identities) per statement: well under every backend's parameter limit.
 CHUNK = 300
@@ -114,7 +115,10 @@ def move_job(
     where: Mapping[str, Any] | None = None,
 ) -> Job | None:
     """Set ``values`` on the job, only while it is in one of ``states`` and its columns equal
-    ``where``, when given; returns the job as it is now, or None when it did not match."""
+    ``where``, when given; returns the job as it is now, or None when it did not match.
+
+    A workflow's job that this move makes final releases its downstream jobs in the same
+    transaction (:func:`~kickside_engine.store.workflows.release_after_final`)."""
     job = db.tables.job
     stmt = update(job).where(job.c.id == job_id)
     if states is not None:
@@ -122,12 +126,20 @@ def move_job(
     for name, value in (where or {}).items():
         stmt = stmt.where(job.c[name] == value)
     row = conn.execute(stmt.values(**column_values(db, values)).returning(*job.c)).one_or_none()
-    return job_from_row(row) if row is not None else None
+    if row is None:
+        return None
+    moved = job_from_row(row)
+    if moved.state.is_final and is_workflow_job(moved.meta):
+        release_after_final(db, conn, [moved.id], moved.updated_at)
+    return moved
 
 
-def delete_job(db: Database, conn: Connection, job_id: uuid.UUID) -> None:
-    """Delete the job row and its run history."""
+def delete_job(db: Database, conn: Connection, job_id: uuid.UUID, now: datetime) -> None:
+    """Delete the job row and its run history (a workflow's job: its downstream jobs see it
+    as cancelled, see :func:`~kickside_engine.store.workflows.forget_job`)."""
     job, run = db.tables.job, db.tables.job_run
+    if db.has_table(db.tables.workflow_step):
+        forget_job(db, conn, job_id, now)
     conn.execute(delete(run).where(run.c.job_id == job_id))
     conn.execute(delete(job).where(job.c.id == job_id))
 

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Row, delete, select, update
 from kickside_engine.models import FINAL_STATES, STAGED_STATES, JobState
 from kickside_engine.store.database import Database
 from kickside_engine.store.tables import state_literal
+from kickside_engine.store.workflows import plain_job
 
 _WAITING = sorted(state.value for state in STAGED_STATES)
 _FINAL = sorted(state.value for state in FINAL_STATES)
@@ -70,7 +71,7 @@ def delete_final_jobs(db: Database, cutoff: datetime, batch: int) -> tuple[int, 
     job = db.tables.job
     old = (
         select(job.c.id)
-        .where(job.c.state.in_(_FINAL), job.c.finalized_at < cutoff)
+        .where(job.c.state.in_(_FINAL), job.c.finalized_at < cutoff, plain_job(db, job))
         .order_by(job.c.finalized_at)
         .limit(batch)
     )

@@ -23,9 +23,16 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, column, select, text, update
 from sqlalchemy.sql.elements import ClauseElement
 
-from kickside_engine.models import PENDING_STATES, PURGE_META_KEY, JobState, RunOutcome
+from kickside_engine.models import (
+    FINAL_STATES,
+    PENDING_STATES,
+    PURGE_META_KEY,
+    JobState,
+    RunOutcome,
+)
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import Computed, column_values
+from kickside_engine.store.workflows import release_after_final
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,9 @@ class Settlement:
     #: A slot's settlement: checked against a purge requested while it ran (see
     #: :func:`_respecting_purges`).
     slot: bool = False
+    #: A workflow job's settlement: a final one releases the job's downstream jobs in the
+    #: same transaction (:func:`_release_workflows`).
+    workflow: bool = False
 
 
 def settle(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> set[uuid.UUID]:
@@ -59,7 +69,21 @@ def settle(db: Database, conn: Connection, settlements: Sequence[Settlement]) ->
             _run_settle_statement(db.tables),
             [_run_params(s) for s in settlements if s.job_id in settled],
         )
+        _release_workflows(db, conn, [s for s in settlements if s.job_id in settled])
     return settled
+
+
+def _release_workflows(db: Database, conn: Connection, settlements: Sequence[Settlement]) -> None:
+    """Release the downstream jobs of the workflow jobs these settlements made final.
+
+    A settlement whose lease was lost changed nothing, and its job's edges resolve only when
+    the job is final in the database, so passing one here is harmless.
+    """
+    finished = [
+        s.job_id for s in settlements if s.workflow and s.values.get("state") in _FINAL_VALUES
+    ]
+    if finished:
+        release_after_final(db, conn, finished, max(s.finished_at for s in settlements))
 
 
 def settle_open_run(
@@ -101,8 +125,10 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     for stmt, rows in groups.values():
         conn.execute(stmt, rows)
     conn.execute(_run_settle_statement(db.tables), [_run_params(s) for s in settlements])
+    _release_workflows(db, conn, settlements)
 
 
+_FINAL_VALUES = frozenset(state.value for state in FINAL_STATES)
 #: Where a slot whose purge was requested goes instead of running again.
 _SLOT_STATES_THAT_RUN = frozenset(state.value for state in PENDING_STATES)
 
@@ -336,6 +362,8 @@ def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSett
     PostgreSQL, mixed shapes, or values computed in SQL such as slot completions)."""
     if not db.is_postgresql or not settlements or any(s.slot for s in settlements):
         return None  # slots first check for a purge requested while they ran
+    if any(s.workflow for s in settlements):
+        return None  # workflow jobs release their downstream jobs after the update
     keys = tuple(sorted(settlements[0].values))
     for s in settlements:
         if tuple(sorted(s.values)) != keys or any(

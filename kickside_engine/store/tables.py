@@ -83,6 +83,8 @@ class Tables:
     recurring_execution: Table
     audit: Table
     rate_window: Table
+    workflow_step: Table
+    workflow_edge: Table
 
 
 def _partial_index(name: str | None, *columns: Any, where: Any, unique: bool = False) -> Index:
@@ -346,6 +348,42 @@ def build_tables(schema: str | None = None) -> Tables:
     )
     Index(None, rate_window.c.window_end)
 
+    # Migration 0011 (workflows, store/workflows.py): each job of a workflow, with the count of
+    # its upstream jobs not final yet (the settle that takes it to 0 releases the job), and one
+    # edge per dependency, resolved (the upstream's final state) exactly once. Newer than
+    # OLDEST_SCHEMA: used only where Database.has_table finds them.
+    workflow_step = Table(
+        "kickside_workflow_step",
+        md,
+        Column("job_id", Uuid(), ForeignKey(job.c.id, ondelete="CASCADE"), primary_key=True),
+        Column("workflow_id", String(255), nullable=False),
+        Column("step", String(255), nullable=False),
+        Column("upstreams", Integer, nullable=False),
+        Column("upstreams_pending", Integer, nullable=False),
+        CheckConstraint("upstreams_pending BETWEEN 0 AND upstreams", name="pending"),
+        info={"since": "0011"},
+    )
+    # Unique: a workflow inserted twice (racing inserts too) is refused by its first step.
+    Index(None, workflow_step.c.workflow_id, workflow_step.c.step, unique=True)
+    workflow_edge = Table(
+        "kickside_workflow_edge",
+        md,
+        Column("downstream_id", Uuid(), ForeignKey(job.c.id, ondelete="CASCADE"), nullable=False),
+        Column("upstream_id", Uuid(), nullable=False),
+        Column("on_failure", String(8), nullable=False),
+        # The upstream's final state once it reached one (NULL: not yet).
+        Column("resolved_state", String(16), nullable=True),
+        PrimaryKeyConstraint("downstream_id", "upstream_id"),
+        CheckConstraint("on_failure IN ('cancel', 'run')", name="on_failure"),
+        info={"since": "0011"},
+    )
+    # Partial: a settle looks up the unresolved edges of the jobs it finalized.
+    _partial_index(
+        None,
+        workflow_edge.c.upstream_id,
+        where=workflow_edge.c.resolved_state.is_(None),
+    )
+
     return Tables(
         metadata=md,
         job=job,
@@ -356,6 +394,8 @@ def build_tables(schema: str | None = None) -> Tables:
         recurring_execution=recurring_execution,
         audit=audit,
         rate_window=rate_window,
+        workflow_step=workflow_step,
+        workflow_edge=workflow_edge,
     )
 
 
