@@ -35,6 +35,7 @@ from bench.workloads.latency import LATENCY_JOBS, LATENCY_MINIMUM, latency, late
 from bench.workloads.multinode import multi_node
 from bench.workloads.rate_limits import rate_limits
 from bench.workloads.work_per_job import WORK_JOBS, work_per_job
+from bench.workloads.workflows import workflows
 
 BOTH = ("postgresql", "sqlite")
 POSTGRESQL = ("postgresql",)
@@ -107,6 +108,12 @@ WORKLOADS: tuple[Workload, ...] = (
         "10 rate limits: 600/min over a 100,000-job backlog of 1,000 keys",
         BOTH,
         rate_limits,
+    ),
+    Workload(
+        "workflows",
+        "11 workflows: a 10,000-job fan-out/fan-in, releases and cost per job",
+        BOTH,
+        workflows,
     ),
     Workload(
         "work_per_job",

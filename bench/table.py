@@ -388,6 +388,46 @@ def _rows() -> list[Row]:
                     target=target,
                 )
             )
+        for title, name, unit, higher, target in (
+            (
+                "workflow: release of the final step (the last upstream's settle), slowest",
+                "final_release_max_ms",
+                "ms",
+                False,
+                at_most(50, " ms"),
+            ),
+            (
+                "workflow: settle of 10 fan-in upstreams, p99",
+                "leaf_settle_p99_ms",
+                "ms",
+                False,
+                at_most(50, " ms"),
+            ),
+            ("workflow: fan-out release of 10,000 jobs", "fanout_release_ms", "ms", False, None),
+            ("workflow job, claim + settle", "workflow_ms_per_job", "ms", False, None),
+            ("plain job, claim + settle", "plain_ms_per_job", "ms", False, None),
+            (
+                "workflow job / plain job, claim + settle",
+                "cost_ratio",
+                "x",
+                False,
+                at_most(1.5, "x"),
+            ),
+            ("workflow insert", "insert_jobs_per_s", "jobs/s", True, None),
+            ("enqueue_many of as many plain jobs", "plain_insert_jobs_per_s", "jobs/s", True, None),
+        ):
+            rows.append(
+                Row(
+                    "11",
+                    prefix + title,
+                    "workflows",
+                    name,
+                    unit,
+                    higher,
+                    backend=backend,
+                    target=target,
+                )
+            )
     for number, title, workload, name, unit, higher in (
         ("8", "SQLite: bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True),
         (

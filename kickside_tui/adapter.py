@@ -11,6 +11,7 @@ database.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from kickside_engine import (
     Job,
     JobState,
     KicksideError,
+    NotFoundError,
     Recurring,
     Subscription,
     listen,
@@ -47,6 +49,7 @@ from kickside_engine.control import (
     QueueInfo,
     QueueMetrics,
     SlotInfo,
+    WorkflowView,
     bulk_apply,
     bulk_preview,
     cancel_job,
@@ -56,6 +59,7 @@ from kickside_engine.control import (
     discard_job,
     doctor,
     explain,
+    get_workflow,
     job_detail,
     list_audit,
     list_jobs,
@@ -76,6 +80,7 @@ from kickside_engine.control import (
     throughput,
     utcnow,
     wake_job,
+    workflow_of,
 )
 from kickside_tui.demo.marker import filled_by_demo
 
@@ -160,6 +165,8 @@ class JobDetailData:
     detail: JobDetail
     explanation: Explanation | None
     audit: list[AuditEntry] = field(default_factory=list)
+    #: The workflow the job belongs to, every step with its state (None: no workflow).
+    workflow: WorkflowView | None = None
 
 
 @dataclass(frozen=True)
@@ -334,7 +341,11 @@ class Adapter:
         and the operator actions on it (its log: :mod:`kickside_tui.widgets.job_log`)."""
         detail = job_detail(self.db, job_id)
         audit = list_audit(self.db, target=str(job_id), limit=JOB_AUDIT_LIMIT).entries
-        return JobDetailData(detail, explain(self.db, job_id, now=now), audit)
+        workflow = None
+        if (membership := workflow_of(detail.job)) is not None:
+            with contextlib.suppress(NotFoundError):  # pruned since the job was read
+                workflow = get_workflow(self.db, membership[0])
+        return JobDetailData(detail, explain(self.db, job_id, now=now), audit, workflow)
 
     def slots(self, now: datetime) -> list[SlotInfo]:
         """Slot jobs by identity, with their state, pending wakes and last run."""

@@ -112,7 +112,7 @@ from kickside_engine.redact import (
 from kickside_engine.slots import SlotInfo, enable_slot, list_slots, park_job, wake_job
 from kickside_engine.store.reconnect import backoff_seconds, jittered
 from kickside_engine.store.settings import get_settings, set_setting
-from kickside_engine.workflow import WorkflowView, get_workflow
+from kickside_engine.workflow import WorkflowView, get_workflow, workflow_of
 
 __all__ = [
     "AUDIT_ACTIONS",
@@ -221,4 +221,5 @@ __all__ = [
     "utcnow",
     "wake_job",
     "withdraw_purge",
+    "workflow_of",
 ]

@@ -28,6 +28,7 @@ from kickside_tui.cli import (
     slots,
     stats,
     worker,
+    workflows,
 )
 from kickside_tui.cli.context import EXIT_CODES_HELP, CliState
 from kickside_tui.cli.grammar import KicksideGroup
@@ -121,6 +122,7 @@ app.command("prune")(prune.prune)
 app.command("audit")(audit.audit)
 app.command("doctor")(doctor.doctor)
 app.command("config")(config.config_command)
+app.add_typer(workflows.app, name="workflow")
 app.command("demo")(demo.demo)
 
 

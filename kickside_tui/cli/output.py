@@ -118,6 +118,11 @@ def _write(renderable: RenderableType, width: int | None) -> None:
     sys.stdout.flush()
 
 
+def render(renderable: RenderableType) -> None:
+    """Print any Rich renderable (a tree) to stdout, fitted to the terminal."""
+    _write(renderable, None if _settings.wide else terminal_width())
+
+
 def to_jsonable(value: Any) -> Any:
     """Convert engine models (dataclasses, enums, UUIDs, datetimes) to JSON-ready values.
 

@@ -13,7 +13,12 @@ from kickside_tui.cli.output import Column
 
 _STATES = tuple(JobState)
 #: The states whose column gives way first at 80 columns.
-_GIVE_WAY = {JobState.CANCELLED: 2, JobState.PARKED: 3, JobState.DISABLED: 4}
+_GIVE_WAY = {
+    JobState.CANCELLED: 2,
+    JobState.PARKED: 3,
+    JobState.DISABLED: 4,
+    JobState.WAITING: 4,
+}
 
 
 def overview_document(view: Overview) -> dict[str, object]:

@@ -64,6 +64,7 @@ MEANINGS = {
     JobState.DISCARDED: "gave up (attempts exhausted or bad input)",
     JobState.PARKED: "slot resting until its next demand",
     JobState.DISABLED: "slot taken out of service",
+    JobState.WAITING: "workflow job waiting for its upstream jobs to be final",
 }
 
 

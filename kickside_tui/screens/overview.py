@@ -21,6 +21,7 @@ from kickside_tui.widgets.view_table import Col, ViewTable
 COLUMNS = (
     JobState.AVAILABLE,
     JobState.SCHEDULED,
+    JobState.WAITING,
     JobState.EXECUTING,
     JobState.RETRYABLE,
     JobState.COMPLETED,
@@ -34,6 +35,7 @@ COLUMNS = (
 SHORT = {
     JobState.AVAILABLE: ("avail", 0),
     JobState.SCHEDULED: ("sched", 2),
+    JobState.WAITING: ("wait", 3),
     JobState.EXECUTING: ("exec", 0),
     JobState.RETRYABLE: ("retry", 0),
     JobState.COMPLETED: ("compl", 0),

@@ -27,6 +27,7 @@ STATE_STYLES: dict[JobState, str] = {
     JobState.DISCARDED: "bold red",
     JobState.PARKED: "dim",
     JobState.DISABLED: "dim italic",
+    JobState.WAITING: "italic cyan",
 }
 
 OUTCOME_STYLES: dict[RunOutcome, str] = {

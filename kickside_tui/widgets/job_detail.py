@@ -35,6 +35,7 @@ from kickside_tui.widgets.format import (
     state_text,
 )
 from kickside_tui.widgets.job_log import log_records, render_log
+from kickside_tui.widgets.workflow_tree import workflow_tree
 
 
 def _heading(title: str) -> Text:
@@ -129,6 +130,10 @@ def render_detail(data: JobDetailData, now: datetime) -> RenderableType:
         _facts(job, now),
         _heading("Why not running"),
         _reasons(data.explanation),
+    ]
+    if data.workflow is not None:
+        parts += [_heading("Workflow"), workflow_tree(data.workflow, current=job.id)]
+    parts += [
         _heading("Retry history"),
         _history(data.detail.runs, declared),
         _heading("Log (live)"),

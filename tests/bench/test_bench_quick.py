@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ("bulk_enqueue", "single_enqueue")
 
 
-def _run_quick(target: Target, results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _run_quick(
+    target: Target, results: Path, *extra: str, only: tuple[str, ...] = WORKLOADS
+) -> subprocess.CompletedProcess[str]:
+    """``bench.run --quick`` of ``only`` on ``target``, Kickside alone, results in ``results``."""
     if target.backend == "postgresql":
         assert target.schema is not None
         where = ["--database-url", target.url, "--schema", target.schema]
@@ -38,7 +41,7 @@ def _run_quick(target: Target, results: Path, *extra: str) -> subprocess.Complet
             "bench.run",
             "--quick",
             "--only",
-            ",".join(WORKLOADS),
+            ",".join(only),
             "--backend",
             target.backend,
             "--results-dir",
@@ -162,33 +165,7 @@ def test_an_unknown_workload_is_a_usage_error() -> None:
 
 
 def test_quick_keyed_claims_claim_every_admissible_key(target: Target, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.run",
-            "--quick",
-            "--only",
-            "keyed_claims",
-            "--backend",
-            target.backend,
-            "--results-dir",
-            str(tmp_path / "keyed"),
-            "--no-peers",
-            "--no-pgbench",
-            "--no-plot",
-            *(
-                ["--database-url", target.url, "--schema", str(target.schema)]
-                if target.backend == "postgresql"
-                else ["--sqlite-path", target.url.removeprefix("sqlite:///")]
-            ),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    proc = _run_quick(target, tmp_path / "keyed", "--no-pgbench", only=("keyed_claims",))
     assert proc.returncode == 0, proc.stderr[-4000:]
     (json_file,) = (tmp_path / "keyed").glob("*.json")
     (entry,) = json.loads(json_file.read_text())["results"]
@@ -201,33 +178,7 @@ def test_quick_keyed_claims_claim_every_admissible_key(target: Target, tmp_path:
 def test_quick_rate_limits_admit_exactly_the_rate_per_window(
     target: Target, tmp_path: Path
 ) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.run",
-            "--quick",
-            "--only",
-            "rate_limits",
-            "--backend",
-            target.backend,
-            "--results-dir",
-            str(tmp_path / "rated"),
-            "--no-peers",
-            "--no-pgbench",
-            "--no-plot",
-            *(
-                ["--database-url", target.url, "--schema", str(target.schema)]
-                if target.backend == "postgresql"
-                else ["--sqlite-path", target.url.removeprefix("sqlite:///")]
-            ),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    proc = _run_quick(target, tmp_path / "rated", "--no-pgbench", only=("rate_limits",))
     assert proc.returncode == 0, proc.stderr[-4000:]
     (json_file,) = (tmp_path / "rated").glob("*.json")
     (entry,) = json.loads(json_file.read_text())["results"]
@@ -241,32 +192,7 @@ def test_quick_async_drains_run_on_an_async_executor(tmp_path: Path) -> None:
     target = Target("postgresql", PG_URL, f"kst_{uuid.uuid4().hex[:16]}")
     results = tmp_path / "results"
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "bench.run",
-                "--quick",
-                "--only",
-                "async_drain,io_drain",
-                "--backend",
-                "postgresql",
-                "--database-url",
-                target.url,
-                "--schema",
-                str(target.schema),
-                "--results-dir",
-                str(results),
-                "--no-peers",
-                "--no-pgbench",
-                "--no-plot",
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
+        proc = _run_quick(target, results, "--no-pgbench", only=("async_drain", "io_drain"))
     finally:
         _drop_schema(str(target.schema))
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -281,3 +207,17 @@ def test_quick_async_drains_run_on_an_async_executor(tmp_path: Path) -> None:
     assert io["params"]["concurrency"] == 200 and io["params"]["limit_jobs_per_s"] == 20000
     assert 0 < io["metrics"]["limit_fraction"] < 1
     assert "| 10b | I/O-bound drain, share of the Little's-law limit (20,000/s) |" in proc.stdout
+
+
+def test_quick_workflows_release_every_step_and_compare_with_plain_jobs(
+    target: Target, tmp_path: Path
+) -> None:
+    proc = _run_quick(target, tmp_path / "flows", "--no-pgbench", only=("workflows",))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (json_file,) = (tmp_path / "flows").glob("*.json")
+    (entry,) = json.loads(json_file.read_text())["results"]
+    assert entry["error"] is None
+    metrics = entry["metrics"]
+    for name in ("final_release_max_ms", "leaf_settle_p99_ms", "fanout_release_ms", "cost_ratio"):
+        assert _number(metrics[name]), name
+    assert "| 11 |" in proc.stdout and "workflow job / plain job" in proc.stdout

@@ -27,6 +27,8 @@ SCRIPTS = [
     "slots/mailboxes.py",
     "capacity/exports.py",
     "capacity/rates.py",
+    "workflows/import_pipeline.py",
+    "workflows/batch_callback.py",
     "cron/run_cron.py",
     "pool/embedded.py",
     "security/redaction.py",
