@@ -1,4 +1,5 @@
-"""What asyncio applications call: read, wake, nudge, cancel, retry, discard and wait, awaited.
+"""What asyncio applications call: read, wake, nudge, cancel, retry, discard, resume, delete,
+park, disable, enable, purge and wait, awaited.
 
 Each function is the async form of the sync function it names, with the same arguments, the
 same rules and the same result, on an :class:`~kickside_engine.store.async_database.AsyncDatabase`
@@ -29,8 +30,11 @@ from typing import TYPE_CHECKING, Any
 from kickside_engine.api import get_job, get_job_statuses
 from kickside_engine.audit import Actor
 from kickside_engine.clock import ensure_aware, utcnow
+from kickside_engine.errors import ConflictError
 from kickside_engine.ids import parse_job_id
 from kickside_engine.models import Job, JobState
+from kickside_engine.purge import PurgePending, PurgeResult, purge_slot_in_transaction
+from kickside_engine.slots import disable_slot, enable_slot, park_job
 from kickside_engine.store.async_database import AsyncDatabase
 from kickside_engine.store.notify import local_signal
 from kickside_engine.waiting import JobResult, Waiting
@@ -177,6 +181,111 @@ async def _job_action(
     who = actor if actor is not None else Actor.current()
     # The write's commit wakes this process's pools (AsyncDatabase.run), as the sync action does.
     return await adb.run(lambda c: job_action_in_transaction(adb.db, c, parsed, action, who, at))
+
+
+async def resume_job_async(
+    adb: AsyncDatabase,
+    job_id: uuid.UUID | str,
+    *,
+    actor: Actor | None = None,
+    now: datetime | None = None,
+    expected_state: JobState | None = None,
+    conn: Transaction | None = None,
+) -> Job:
+    """Resume a job: enable a disabled slot, wake a parked one, retry anything else (see
+    :func:`~kickside_engine.control.actions.resume_job`)."""
+    from kickside_engine.control.actions import resume_job
+
+    at, who = _when_and_who(now, actor)
+    return await adb.run(
+        lambda c: resume_job(adb.db, job_id, who, at, expected_state=expected_state, conn=c),
+        conn=conn,
+    )
+
+
+async def delete_job_async(
+    adb: AsyncDatabase,
+    job_id: uuid.UUID | str,
+    *,
+    actor: Actor | None = None,
+    now: datetime | None = None,
+    conn: Transaction | None = None,
+) -> Job:
+    """Delete a job that is not executing, with its run history (see
+    :func:`~kickside_engine.control.actions.delete_job`); returns it as it was."""
+    from kickside_engine.control.actions import delete_job
+
+    at, who = _when_and_who(now, actor)
+    return await adb.run(lambda c: delete_job(adb.db, job_id, who, at, conn=c), conn=conn)
+
+
+async def park_job_async(
+    adb: AsyncDatabase,
+    job_id: uuid.UUID | str,
+    *,
+    actor: Actor | None = None,
+    now: datetime | None = None,
+    conn: Transaction | None = None,
+) -> Job:
+    """Park a slot until its next wake (see :func:`~kickside_engine.slots.park_job`)."""
+    return await adb.run(
+        lambda c: park_job(adb.db, job_id, now=now, actor=actor, conn=c), conn=conn
+    )
+
+
+async def disable_slot_async(
+    adb: AsyncDatabase,
+    job_id: uuid.UUID | str,
+    *,
+    actor: Actor | None = None,
+    now: datetime | None = None,
+    conn: Transaction | None = None,
+) -> Job:
+    """Take a slot out of service (see :func:`~kickside_engine.slots.disable_slot`)."""
+    return await adb.run(
+        lambda c: disable_slot(adb.db, job_id, now=now, actor=actor, conn=c), conn=conn
+    )
+
+
+async def enable_slot_async(
+    adb: AsyncDatabase,
+    job_id: uuid.UUID | str,
+    *,
+    actor: Actor | None = None,
+    now: datetime | None = None,
+    conn: Transaction | None = None,
+) -> Job:
+    """Put a disabled slot back in service (see :func:`~kickside_engine.slots.enable_slot`)."""
+    return await adb.run(
+        lambda c: enable_slot(adb.db, job_id, now=now, actor=actor, conn=c), conn=conn
+    )
+
+
+async def purge_slot_async(
+    adb: AsyncDatabase,
+    *,
+    namespace: str,
+    scope: str,
+    key: str,
+    actor: Actor | None = None,
+    now: datetime | None = None,
+) -> PurgeResult:
+    """Remove the slot with this identity and its settled run history (see
+    :func:`~kickside_engine.purge.purge_slot`): the purge request commits before a
+    ``ConflictError`` says what remains, exactly as the sync call."""
+    outcome = await adb.run(
+        lambda c: purge_slot_in_transaction(
+            adb.db, c, namespace=namespace, scope=scope, key=key, now=now, actor=actor
+        )
+    )
+    if isinstance(outcome, PurgePending):
+        raise ConflictError(outcome.message, details=outcome.details)
+    return outcome
+
+
+def _when_and_who(now: datetime | None, actor: Actor | None) -> tuple[datetime, Actor]:
+    at = ensure_aware(now, "now") if now is not None else utcnow()
+    return at, actor if actor is not None else Actor.current()
 
 
 async def wait_for_async(

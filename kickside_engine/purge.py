@@ -109,7 +109,10 @@ def purge_request(meta: Mapping[str, Any] | None) -> PurgeRequest | None:
 
 
 @dataclass(frozen=True)
-class _Pending:
+class PurgePending:
+    """A purge that cannot finish yet: why (``message``), and the details its
+    :class:`ConflictError` carries."""
+
     message: str
     details: dict[str, Any]
 
@@ -138,6 +141,7 @@ def purge_slot(
     now: datetime | None = None,
     actor: Actor | None = None,
     audit: bool = True,
+    conn: Connection | None = None,
 ) -> PurgeResult:
     """Remove the slot with this exact identity and its settled run history.
 
@@ -151,16 +155,39 @@ def purge_slot(
     has this identity (a one-shot job holding it is not a slot and is left alone); its
     ``runs_deleted`` counts the settled runs this final call deleted. Raises
     :class:`ConflictError` with ``details["cleanup_pending"]`` while work remains (see the module
-    docstring); its exit code is 4 (retryable).
+    docstring); its exit code is 4 (retryable). In ``conn``'s transaction when given: then the
+    request it records commits with the caller's transaction, and the caller should commit it
+    even when the call raises that ``ConflictError``.
     """
+    outcome = purge_slot_in_transaction(
+        db, conn, namespace=namespace, scope=scope, key=key, now=now, actor=actor, audit=audit
+    )
+    if isinstance(outcome, PurgePending):
+        raise ConflictError(outcome.message, details=outcome.details)
+    return outcome
+
+
+def purge_slot_in_transaction(
+    db: Database,
+    conn: Connection | None,
+    *,
+    namespace: str,
+    scope: str,
+    key: str,
+    now: datetime | None = None,
+    actor: Actor | None = None,
+    audit: bool = True,
+) -> PurgeResult | PurgePending:
+    """:func:`purge_slot`'s work in ``conn``'s transaction (or one of its own): the result, or
+    what remains to do, returned rather than raised so that the request commits."""
     identity = identity_of(namespace, scope, key)
     now = ensure_aware(now, "now") if now is not None else utcnow()
-    with db.begin() as conn:
+    with db.transaction(conn) as conn:
         outcome = _purge_page(db, conn, identity, now, actor)
         if actor is not None and audit:
             details = (
                 {"outcome": "pending", **outcome.details}
-                if isinstance(outcome, _Pending)
+                if isinstance(outcome, PurgePending)
                 else {
                     "outcome": "removed" if outcome else "absent",
                     "removed": int(outcome),
@@ -168,8 +195,6 @@ def purge_slot(
                 }
             )
             record_audit(db, conn, actor, "purge_slot", "slot", "/".join(identity), details, now)
-    if isinstance(outcome, _Pending):
-        raise ConflictError(outcome.message, details=outcome.details)
     return outcome
 
 
@@ -204,7 +229,7 @@ def _purge_page(
     identity: tuple[str, str, str],
     now: datetime,
     actor: Actor | None,
-) -> PurgeResult | _Pending:
+) -> PurgeResult | PurgePending:
     slot = _slot_row(db, conn, identity)
     if slot is None:
         return PurgeResult(False)
@@ -214,7 +239,7 @@ def _purge_page(
     name = "/".join(identity)
     base = {"cleanup_pending": True, "runs_deleted": deleted, "job_id": str(job_id)}
     if has_runs(db, conn, job_id, settled=True):
-        return _Pending(
+        return PurgePending(
             f"slot {name}: deleted {deleted} settled runs, more remain; call again",
             {**base, "needs_continue": True},
         )
@@ -224,12 +249,12 @@ def _purge_page(
         and slot.lease_expires_at > now
     )
     if leased:
-        return _Pending(
+        return PurgePending(
             f"slot {name} is running: purge it again after its lease is released",
             {**base, "wait_for": "lease_release"},
         )
     if has_runs(db, conn, job_id, settled=False):
-        return _Pending(
+        return PurgePending(
             f"slot {name} has unsettled run history: purge it again once it is settled",
             {**base, "wait_for": "run_history_settlement"},
         )

@@ -166,6 +166,7 @@ def disable_slot(
     *,
     now: datetime | None = None,
     actor: Actor | None = None,
+    conn: Connection | None = None,
 ) -> Job:
     """Take a slot out of service: wakes are recorded but it does not run until enabled.
 
@@ -173,7 +174,7 @@ def disable_slot(
     (:class:`ConflictError`, ``details["state"] == "executing"``): disable it after the run.
     """
     now = ensure_aware(now, "now") if now is not None else utcnow()
-    return _move_slot(db, job_id, "disable", JobState.DISABLED, _DISABLE_FROM, {}, now, actor)
+    return _move_slot(db, job_id, "disable", JobState.DISABLED, _DISABLE_FROM, {}, now, actor, conn)
 
 
 def _move_slot(
@@ -185,25 +186,26 @@ def _move_slot(
     values: dict[str, Any],
     now: datetime,
     actor: Actor | None,
+    conn: Connection | None,
 ) -> Job:
     """An operator's move of a slot to ``target`` (with ``values``) from ``allowed_from``:
     nothing changes when it is there already, and any other state is a conflict. Audited
-    either way."""
+    either way; in ``conn``'s transaction when given."""
     parsed = parse_job_id(job_id)
-    with db.begin() as conn:
-        row = _locked_slot(db, conn, parsed)
+    with db.transaction(conn) as tx:
+        row = _locked_slot(db, tx, parsed)
         state = JobState(row.state)
         if state is target:
             unchanged = job_from_row(row)
-            _audit(db, conn, actor, action, unchanged, now, changed=False)
+            _audit(db, tx, actor, action, unchanged, now, changed=False)
             return unchanged
         if state not in allowed_from:
             raise ConflictError(
                 f"slot {parsed} is {state.value} and cannot be {target.value} now",
                 details={"state": state.value},
             )
-        moved = _set(db, conn, parsed, {**values, "state": target.value, "updated_at": now})
-        _audit(db, conn, actor, action, moved, now)
+        moved = _set(db, tx, parsed, {**values, "state": target.value, "updated_at": now})
+        _audit(db, tx, actor, action, moved, now)
         return moved
 
 
@@ -213,17 +215,19 @@ def enable_slot(
     *,
     now: datetime | None = None,
     actor: Actor | None = None,
+    conn: Connection | None = None,
 ) -> Job:
     """Put a disabled slot back in service: due now if a wake is pending, else parked.
 
-    Enabling a slot that is not disabled changes nothing.
+    Enabling a slot that is not disabled changes nothing. In ``conn``'s transaction when given
+    (then this process's pools are woken when the caller commits, as for any change there).
     """
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now") if now is not None else utcnow()
-    with db.begin() as conn:
-        enabled, changed = enable_in_transaction(db, conn, parsed, now)
-        _audit(db, conn, actor, "enable", enabled, now, changed=changed)
-    if enabled.state is JobState.AVAILABLE:
+    with db.transaction(conn) as tx:
+        enabled, changed = enable_in_transaction(db, tx, parsed, now)
+        _audit(db, tx, actor, "enable", enabled, now, changed=changed)
+    if conn is None and enabled.state is JobState.AVAILABLE:
         local_signal(db).wake(enabled.queue)
     return enabled
 
@@ -249,6 +253,7 @@ def park_job(
     *,
     now: datetime | None = None,
     actor: Actor | None = None,
+    conn: Connection | None = None,
 ) -> Job:
     """An operator parks a slot: it rests until the next wake.
 
@@ -259,7 +264,7 @@ def park_job(
     """
     now = ensure_aware(now, "now") if now is not None else utcnow()
     cleared = {"demand_pending": False, "control_pending": False, "attempt": 0, "scheduled_at": now}
-    return _move_slot(db, job_id, "park", JobState.PARKED, _PARK_FROM, cleared, now, actor)
+    return _move_slot(db, job_id, "park", JobState.PARKED, _PARK_FROM, cleared, now, actor, conn)
 
 
 def _audit(

@@ -219,6 +219,7 @@ def resume_job(
     now: datetime,
     *,
     expected_state: JobState | None = None,
+    conn: Connection | None = None,
 ) -> Job:
     """Resume a job: enable a disabled slot, wake a parked one; retry anything else.
 
@@ -229,11 +230,13 @@ def resume_job(
 
     ``expected_state`` is the state the operator saw: when the job has meanwhile left it, the
     resume is refused with a :class:`ConflictError` instead of doing something else than what
-    was shown (the dashboard resumes only the disabled slot it showed).
+    was shown (the dashboard resumes only the disabled slot it showed). In ``conn``'s
+    transaction when given (this process's pools are then woken by the caller after commit).
     """
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
-    with db.begin() as conn:
+    own = conn is None
+    with db.transaction(conn) as conn:
         current = locked_job(db, conn, parsed)
         if expected_state is not None and current.state is not expected_state:
             raise ConflictError(
@@ -264,7 +267,7 @@ def resume_job(
                 )
         details = {**_audit_details(current, resumed), "via": via}
         record_audit(db, conn, actor, "resume", "job", str(parsed), details, now)
-    if resumed.state is JobState.AVAILABLE:
+    if own and resumed.state is JobState.AVAILABLE:
         local_signal(db).wake(resumed.queue)
     return resumed
 
@@ -283,11 +286,20 @@ def discard_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: dateti
     return _job_action(db, job_id, "discard", actor, now)
 
 
-def delete_job(db: Database, job_id: uuid.UUID | str, actor: Actor, now: datetime) -> Job:
-    """Delete a job that is not executing, with its run history; returns it as it was."""
+def delete_job(
+    db: Database,
+    job_id: uuid.UUID | str,
+    actor: Actor,
+    now: datetime,
+    *,
+    conn: Connection | None = None,
+) -> Job:
+    """Delete a job that is not executing, with its run history; returns it as it was. A
+    workflow's job counts as cancelled for the jobs that run after it. In ``conn``'s
+    transaction when given."""
     parsed = parse_job_id(job_id)
     now = ensure_aware(now, "now")
-    with db.begin() as conn:
+    with db.transaction(conn) as conn:
         current = locked_job(db, conn, parsed)
         if current.state is JobState.EXECUTING:
             raise ConflictError(

@@ -25,7 +25,12 @@ from kickside_engine import (
     WaitTimeoutError,
     cancel_job_async,
     connect_async_database,
+    delete_job_async,
+    disable_slot,
+    disable_slot_async,
     discard_job_async,
+    enable_slot,
+    enable_slot_async,
     enqueue_fanout,
     enqueue_fanout_async,
     enqueue_many,
@@ -39,6 +44,10 @@ from kickside_engine import (
     listen,
     nudge_workers,
     nudge_workers_async,
+    park_job,
+    park_job_async,
+    purge_slot_async,
+    resume_job_async,
     retry_job_async,
     wait_for,
     wait_for_async,
@@ -318,6 +327,57 @@ async def test_discard_matches_its_sync_twin(db: Database, adb: AsyncDatabase) -
     awaited = await discard_job_async(adb, async_id, actor=ACTOR, now=NOW)
     assert awaited.state is JobState.DISCARDED
     assert _comparable(awaited, "updated_at") == _comparable(synced, "updated_at")
+
+
+async def test_slot_operations_match_their_sync_twins(db: Database, adb: AsyncDatabase) -> None:
+    slot = JobBuilder("w").slot("ns", "scope", "a")
+    sync_id = slot.insert(db, now=NOW).id
+    async_id = JobBuilder("w").slot("ns", "scope", "b").insert(db, now=NOW).id
+    for sync_action, async_action in (
+        (park_job, park_job_async),
+        (disable_slot, disable_slot_async),
+        (enable_slot, enable_slot_async),
+    ):
+        synced = sync_action(db, sync_id, now=NOW, actor=ACTOR)
+        awaited = await async_action(adb, async_id, now=NOW, actor=ACTOR)
+        assert awaited.state is synced.state
+        assert _comparable(awaited, "updated_at", "identity_key") == _comparable(
+            synced, "updated_at", "identity_key"
+        )
+    assert [e.action for e in list_audit(db, target=str(async_id)).entries] == [
+        e.action for e in list_audit(db, target=str(sync_id)).entries
+    ]
+
+
+async def test_an_async_slot_action_in_a_rolled_back_transaction_changes_nothing(
+    db: Database, adb: AsyncDatabase
+) -> None:
+    job_id = JobBuilder("w").slot("ns", "scope", "a").insert(db, now=NOW).id
+    before = _state(db, job_id)
+    with pytest.raises(RuntimeError):
+        async with adb.begin() as conn:
+            assert (await disable_slot_async(adb, job_id, conn=conn)).state is JobState.DISABLED
+            raise RuntimeError("the caller's own failure")
+    assert _state(db, job_id) is before
+
+
+async def test_purge_resume_and_delete_match_their_sync_twins(
+    db: Database, adb: AsyncDatabase
+) -> None:
+    JobBuilder("w").slot("ns", "scope", "a").insert(db, now=NOW)
+    gone = await purge_slot_async(adb, namespace="ns", scope="scope", key="a", actor=ACTOR)
+    assert gone.removed and not await purge_slot_async(adb, namespace="ns", scope="scope", key="a")
+    job_id = JobBuilder("w").insert(db, now=NOW).id
+    await cancel_job_async(adb, job_id, actor=ACTOR, now=NOW)
+    resumed = await resume_job_async(adb, job_id, actor=ACTOR, now=NOW)
+    assert resumed.state is JobState.AVAILABLE
+    assert (await delete_job_async(adb, job_id, actor=ACTOR, now=NOW)).id == job_id
+    assert get_job(db, job_id) is None
+    assert [e.action for e in list_audit(db, target=str(job_id)).entries] == [
+        "delete",
+        "resume",
+        "cancel",
+    ]
 
 
 async def test_a_retried_job_wakes_this_processs_pools_as_the_sync_retry_does(

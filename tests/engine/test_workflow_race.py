@@ -90,8 +90,8 @@ def test_racing_settles_release_each_downstream_exactly_once(
     with db.read() as conn:
         run = db.tables.job_run
         per_job = conn.execute(
-            sa.select(run.c.job_id, sa.func.count()).where(run.c.queue == "after").group_by(
-                run.c.job_id
-            )
+            sa.select(run.c.job_id, sa.func.count())
+            .where(run.c.queue == "after")
+            .group_by(run.c.job_id)
         ).all()
     assert len(per_job) == PROCESSES * ROUNDS and {count for _, count in per_job} == {1}

@@ -34,8 +34,6 @@ def settle_at(
     upstreams, downstreams = watched[: len(watched) // 2], watched[len(watched) // 2 :]
     open_upstreams = [i for i in upstreams if not states[uuid.UUID(i)].is_final]
     early = [
-        i
-        for i in downstreams
-        if states[uuid.UUID(i)] is not JobState.WAITING and open_upstreams
+        i for i in downstreams if states[uuid.UUID(i)] is not JobState.WAITING and open_upstreams
     ]
     return [f"{node} saw {i} released with {len(open_upstreams)} upstreams open" for i in early]
