@@ -133,6 +133,14 @@ def _slot_shape(t: Tables) -> Select[Any]:
     )
 
 
+def _waiting_without_upstreams(t: Tables) -> Select[Any]:
+    """A ``waiting`` job outside a workflow, or whose upstreams are all accounted for: the
+    release moves a job out of ``waiting`` in the transaction that takes its count to 0."""
+    job, step = t.job, t.workflow_step
+    counted = exists().where(step.c.job_id == job.c.id, step.c.upstreams_pending > 0)
+    return select(job.c.id).where(job.c.state == JobState.WAITING.value, ~counted)
+
+
 Query = Callable[[Tables], Select[Any]]
 
 CHECKS: dict[str, tuple[str, Query]] = {
@@ -168,7 +176,13 @@ CHECKS: dict[str, tuple[str, Query]] = {
         "a slot without its identity, or a one-shot job parked or disabled",
         _slot_shape,
     ),
+    "waiting_without_upstreams": (
+        "waiting although no upstream job of its workflow is left to finish",
+        _waiting_without_upstreams,
+    ),
 }
+#: Checks that read the workflow tables (migration 0011), skipped on an older schema.
+_WORKFLOW_CHECKS = frozenset({"waiting_without_upstreams"})
 
 
 def find_inconsistencies(db: Database, *, sample: int = SAMPLE) -> list[Inconsistency]:
@@ -178,8 +192,11 @@ def find_inconsistencies(db: Database, *, sample: int = SAMPLE) -> list[Inconsis
     ``sample`` of the jobs concerned.
     """
     found = []
+    workflows = db.has_table(db.tables.workflow_step)
     with db.read() as conn:
         for name, (description, query) in CHECKS.items():
+            if name in _WORKFLOW_CHECKS and not workflows:
+                continue
             ids: tuple[uuid.UUID, ...] = tuple(
                 conn.execute(query(db.tables).limit(sample)).scalars()
             )

@@ -89,6 +89,8 @@ CASES: dict[str, tuple[Callable[[Database], uuid.UUID], Forge]] = {
     ),
     "attempts_exceeded": (_available, lambda d, c, j: _set(d, c, j, attempt=4, max_attempts=3)),
     "slot_shape": (_available, lambda d, c, j: _park_a_one_shot(d, c, j)),
+    # A job outside any workflow set to waiting: nothing would ever release it.
+    "waiting_without_upstreams": (_available, lambda d, c, j: _set(d, c, j, state="waiting")),
 }
 
 

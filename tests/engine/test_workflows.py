@@ -4,6 +4,10 @@ retried and pruned as wholes. Both backends; the racing release is in test_workf
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -41,6 +45,8 @@ from kickside_engine.control import (
 from kickside_engine.plugins.pruner import prune
 from kickside_engine.plugins.stager import stage
 from kickside_engine.testing import drain_jobs
+
+from ..conftest import Target
 
 ACTOR = Actor("ops", "laptop")
 
@@ -303,3 +309,56 @@ def test_the_stager_releases_what_a_workflow_unaware_settle_left_behind(db: Data
     assert _states(db, "old-pool")["b"] is JobState.AVAILABLE
     stage(db, utcnow())  # nothing left to resolve: idempotent
     assert _states(db, "old-pool")["b"] is JobState.AVAILABLE
+
+
+def test_a_workflow_inserted_by_two_racing_processes_exists_once(
+    db: Database, target: Target
+) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from kickside_engine import ConflictError, JobBuilder, Workflow, connect_database
+        db = connect_database({target.url!r}, schema={target.schema!r})
+        wf = Workflow("race-insert")
+        wf.add("a", JobBuilder("a", {{}}))
+        wf.add_many("b", [JobBuilder("b", {{"i": i}}) for i in range(50)], after=["a"])
+        time.sleep(max(0.0, float(sys.argv[1]) - time.time()))
+        try:
+            wf.insert(db)
+            print("inserted")
+        except ConflictError as exc:
+            print("refused:", exc)
+        """
+    )
+    at = str(time.time() + 2.0)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, at], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    said = sorted(out.decode().strip() for out, _ in outputs)
+    assert said == [
+        "inserted",
+        "refused: workflow race-insert exists already",
+    ], [err.decode()[-2000:] for _, err in outputs]
+    assert len(get_workflow(db, "race-insert").steps) == 51
+
+
+def test_doctor_finds_a_waiting_job_with_nothing_left_to_wait_for(db: Database) -> None:
+    from kickside_engine.control.consistency import find_inconsistencies
+
+    wf = Workflow("doctor-1")
+    wf.add("a", _job("a"))
+    wf.add("b", _job("b"), after=["a"])
+    inserted = wf.insert(db)
+    assert find_inconsistencies(db) == []
+    with db.begin() as conn:  # what no engine path does: the count gone, the job still waiting
+        conn.execute(
+            sa.update(db.tables.workflow_step)
+            .where(db.tables.workflow_step.c.job_id == inserted["b"])
+            .values(upstreams_pending=0)
+        )
+    [found] = find_inconsistencies(db)
+    assert found.check == "waiting_without_upstreams" and found.job_ids == (inserted["b"],)
