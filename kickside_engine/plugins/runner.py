@@ -58,6 +58,11 @@ class PluginSet:
 
     schedule: Sequence[Recurring] = ()
     prune_after: timedelta = DEFAULT_MAX_AGE
+    #: Every how many ticks the Stager also sweeps for workflow jobs that a settle by older
+    #: code left waiting (a safety net for rolling upgrades: it reads every unresolved
+    #: dependency, so not every second).
+    sweep_every: int = 10
+    _ticks: int = field(default=0, repr=False)
 
     def tick(self, db: Database, now: datetime) -> PluginTickReport:
         """Run stage, rescue_expired, prune, prune_recurring_executions, prune_rate_windows and
@@ -83,7 +88,9 @@ class PluginSet:
                 log.error("plugin %s failed: %s", name, error, extra={"plugin": name})
                 return None
 
-        report.staged = run("stager", lambda: stage(db, now))
+        sweep = self._ticks % self.sweep_every == 0
+        self._ticks += 1
+        report.staged = run("stager", lambda: stage(db, now, sweep=sweep))
         report.rescue = run("lifeline", lambda: rescue_expired(db, now))
         report.pruned = run("pruner", lambda: prune(db, now, max_age=self.prune_after))
         report.recurring_pruned = run(

@@ -16,11 +16,15 @@ log = logging.getLogger("kickside.plugins.stager")
 BATCH = 5_000
 
 
-def stage(db: Database, now: datetime, *, batch: int = BATCH) -> int:
-    """Make due scheduled/retryable jobs available (at most ``batch``); returns how many."""
+def stage(db: Database, now: datetime, *, batch: int = BATCH, sweep: bool = True) -> int:
+    """Make due scheduled/retryable jobs available (at most ``batch``); returns how many.
+
+    With ``sweep``, also release workflow jobs whose upstreams finished without resolving
+    their dependencies (:func:`~kickside_engine.store.workflows.sweep_unresolved`)."""
     with db.begin() as conn:
         staged = stage_due(db, conn, now, batch)
-        sweep_unresolved(db, conn, now, batch)
+        if sweep:
+            sweep_unresolved(db, conn, now, batch)
         queues = sorted(set(staged))
         for queue in queues:
             notify_in_transaction(db, conn, queue)
