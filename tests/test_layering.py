@@ -225,13 +225,15 @@ UI_DOORS = frozenset(
     }
 )
 #: What ``store/`` may import besides itself: modules that import nothing of the engine above
-#: them (the vocabulary, errors, clock, ids, text checks, redaction, the database URL). The
+#: them (the vocabulary, final-state values, errors, clock, ids, text checks, redaction, the
+#: database URL). The
 #: modules of the ``redact`` package count as ``redact`` (:func:`_is_foundation`).
 STORE_FOUNDATION = frozenset(
     {
         "kickside_engine.clock",
         "kickside_engine.config",
         "kickside_engine.errors",
+        "kickside_engine.finality",
         "kickside_engine.ids",
         "kickside_engine.models",
         "kickside_engine.redact",

@@ -15,9 +15,9 @@ from typing import Any
 
 import typer
 
-from kickside_engine import Database, JobBuilder, enqueue
+from kickside_engine import Database, JobBuilder, Workflow, enqueue
 from kickside_engine.clock import utcnow
-from kickside_engine.control import Actor, cancel_job, pause_queue
+from kickside_engine.control import Actor, cancel_job, cancel_workflow, pause_queue
 from kickside_engine.slots import disable_slot
 from kickside_tui.cli.main import app
 
@@ -66,6 +66,12 @@ def seed(db: Database) -> Seeded:
         for _ in range(2):
             job(queue, scheduled=True)
     cancel_job(db, job("old"), ADMIN, utcnow() - timedelta(days=30))
+    for name in ("audit-cancel", "audit-retry"):
+        wf = Workflow(name)
+        wf.add("a", JobBuilder("ok", {}).queue("flows"))
+        wf.add("b", JobBuilder("ok", {}).queue("flows"), after=["a"])
+        wf.insert(db)
+    cancel_workflow(db, "audit-retry", ADMIN, utcnow())  # something for the retry to run
     return seeded
 
 
@@ -136,6 +142,16 @@ ACTIONS: dict[str, Action] = {
         "capacity_set",
         lambda s: "audit.capacity",
     ),
+    "workflow cancel": Action(
+        lambda s: ["workflow", "cancel", "audit-cancel", "--yes"],
+        "cancel_workflow",
+        lambda s: "audit-cancel",
+    ),
+    "workflow retry": Action(
+        lambda s: ["workflow", "retry", "audit-retry", "--yes"],
+        "retry_workflow",
+        lambda s: "audit-retry",
+    ),
     "prune": Action(lambda s: ["prune", "--older-than-days", "7", "--yes"], "prune"),
     "reload": Action(lambda s: ["reload"], "reload"),
 }
@@ -149,6 +165,7 @@ READS: dict[str, Callable[[Seeded], list[str]]] = {
     "leases": lambda s: ["leases", "--json"],
     "queues": lambda s: ["queues", "--json"],
     "capacity": lambda s: ["capacity", "--json"],
+    "workflow show": lambda s: ["workflow", "show", "audit-cancel", "--json"],
     "nodes": lambda s: ["nodes", "--json"],
     "cron": lambda s: ["cron", "--app", "tests.tui.fixtures", "--json"],
     "stats": lambda s: ["stats", "--json"],
