@@ -26,6 +26,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import URL
+
 from kickside_engine.config import display_url, parse_database_url
 from kickside_engine.config_values import (
     parse_count,
@@ -402,8 +404,8 @@ def resolve_config(
 def _sqlite_synchronous(url: Resolved, environ: Mapping[str, str]) -> Resolved | None:
     """The SQLite ``synchronous`` mode the resolved URL gets (None when it is not SQLite; no
     URL is the embedded SQLite file)."""
-    if url.value is None:
-        mode, source = synchronous_choice(parse_database_url("sqlite://"), environ)
+    if url.value is None:  # the embedded file: no query of its own
+        mode, source = synchronous_choice(URL.create("sqlite"), environ)
     else:
         parsed = parse_database_url(url.value)
         if parsed.get_backend_name() != "sqlite":

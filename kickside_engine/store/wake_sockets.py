@@ -197,12 +197,20 @@ class WakeSocket:
                 sock.bind(str(path))
         except OSError as exc:
             sock.close()
-            log.warning(
-                "cannot bind a wake socket in %s (%s): other processes' jobs are found by "
-                "polling only",
-                folder,
-                exc.strerror or exc,
-            )
+            if role == "pool":
+                log.warning(
+                    "cannot bind a wake socket in %s (%s): other processes' jobs are found by "
+                    "polling only",
+                    folder,
+                    exc.strerror or exc,
+                )
+            else:  # a dashboard that may only read: its interval refresh covers the rest
+                log.info(
+                    "cannot bind a wake socket in %s (%s): other processes' changes are not "
+                    "notified to this subscription",
+                    folder,
+                    exc.strerror or exc,
+                )
             return None
         sock.setblocking(False)
         bound = cls(sock, path)
