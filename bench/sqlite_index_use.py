@@ -17,7 +17,6 @@ index. The table in docs/operating/sqlite.md ("Which index each query needs") is
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 import sqlite3
 import sys
@@ -36,7 +35,6 @@ from kickside_engine import (
     Database,
     JobBuilder,
     JobState,
-    KicksideError,
     Unique,
     WorkerRegistry,
     enqueue,
@@ -49,6 +47,7 @@ from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.plugins.pruner import prune
 from kickside_engine.plugins.stager import stage
 from kickside_engine.runtime import PoolConfig, WorkerPool
+from kickside_engine.workers import CapacityDeclaration
 
 TABLE = "kickside_job"
 _MENTIONS = re.compile(rf"\b{TABLE}\b(?!_)")
@@ -62,6 +61,7 @@ PARTS = (
     ("plugins/lifeline.py", "Lifeline"),
     ("plugins/pruner.py", "Pruner"),
     ("plugins/cron.py", "Cron"),
+    ("kickside_tui/", "dashboard"),
     ("kickside_engine/control/", "dashboard"),
     ("store/claims.py", "claim"),
     ("store/keyed_claims.py", "claim"),
@@ -73,6 +73,7 @@ PARTS = (
     ("kickside_engine/enqueue.py", "enqueue"),
     ("kickside_engine/builder.py", "enqueue"),
     ("store/nodes.py", "heartbeat"),
+    ("kickside_engine/api.py", "API"),
 )
 #: Frames that only carry a statement (never named as its caller).
 _CARRIERS = ("store/database.py", "store/engines.py", "store/notify.py", "contextlib.py")
@@ -90,6 +91,13 @@ def fails_once(args: dict[str, Any], job: Any) -> None:
     """Fails its first attempt: a retry, scheduled by the backoff (the Stager's work)."""
     if job.attempt == 1:
         raise RuntimeError("first attempt fails")
+
+
+@registry.worker(
+    "grouped", capacity=CapacityDeclaration(group="reports", settings_namespace="reports")
+)
+def grouped(args: dict[str, Any], job: Any) -> None:
+    """In a capacity group with no limits set: the claim reads the group, admits nothing."""
 
 
 @registry.worker("slow")
@@ -148,7 +156,10 @@ def run_workload(db: Database) -> None:
     enqueue(db, JobBuilder("ok", {"u": 1}).unique(Unique.args()))
     enqueue(db, JobBuilder("ok", {"u": 1}).unique(Unique.args()))  # the duplicate is found
     enqueue(db, JobBuilder("ok", {"k": 1}).concurrency_key("tenant-1"))
-    later = enqueue(db, JobBuilder("ok", {"later": 1}).schedule_in(timedelta(hours=1))).id
+    enqueue(db, JobBuilder("ok", {"slot": 1}).slot("tenants", "sync", "acme"))
+    enqueue(db, JobBuilder("ok", {"slot": 1}).slot("tenants", "sync", "acme"))  # found
+    enqueue(db, JobBuilder("grouped", {}).concurrency_key("tenant-2"))
+    later = enqueue(db, JobBuilder("ok", {"later": 1}).schedule_in(timedelta(seconds=1))).id
     retried = enqueue(db, JobBuilder("fails_once", {})).id
     pool = WorkerPool(
         db,
@@ -164,21 +175,23 @@ def run_workload(db: Database) -> None:
     try:
         _wait(lambda: all(_state(db, j) is JobState.COMPLETED for j in plain), "the jobs")
         _wait(lambda: _state(db, retried) is JobState.RETRYABLE, "the failed first attempt")
-        stage(db, utcnow() + timedelta(hours=2))  # the scheduled job and the retry are due
+        time.sleep(1.2)
+        stage(db, utcnow())  # the scheduled job is due (the pool's own Stager may be first)
         _wait(lambda: _state(db, later) is JobState.COMPLETED, "the staged job")
-        _wait(lambda: _state(db, retried) is JobState.COMPLETED, "the retry")
-        stuck = enqueue(db, JobBuilder("slow", {"seconds": 3})).id
+        stuck = enqueue(db, JobBuilder("slow", {"seconds": 3}).concurrency_key("tenant-3")).id
         _wait(lambda: _state(db, stuck) is JobState.EXECUTING, "the slow job to start")
+        # Same key: it waits for the first (the dashboard explains why).
+        behind = enqueue(db, JobBuilder("slow", {"seconds": 0}).concurrency_key("tenant-3")).id
+        _dashboard(db, plain[0], behind)
         time.sleep(1.5)  # a lease renewal check or two
         rescue_expired(db, utcnow() + timedelta(hours=1))  # as if its lease had run out
         _wait(lambda: _state(db, stuck) is not JobState.EXECUTING, "the rescue")
         prune(db, utcnow() + timedelta(days=30))
-        _dashboard(db, plain[0])
     finally:
         pool.stop()
 
 
-def _dashboard(db: Database, job_id: Any) -> None:
+def _dashboard(db: Database, job_id: Any, waiting: Any) -> None:
     """The dashboard's reads, through its own adapter."""
     from kickside_engine.control import JobFilter
     from kickside_tui.adapter import Adapter
@@ -194,8 +207,10 @@ def _dashboard(db: Database, job_id: Any) -> None:
     adapter.metrics(now)
     adapter.health(now)
     adapter.ops(now)
-    with contextlib.suppress(KicksideError):  # pruned by now: the lookup still runs
-        adapter.job(job_id, now)
+    adapter.capacity(now)
+    adapter.slots(now)
+    adapter.job(waiting, now)  # why it waits: its key's holders
+    adapter.job(job_id, now)
 
 
 def indexes(conn: sqlite3.Connection) -> list[tuple[str, str]]:
