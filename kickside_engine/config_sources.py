@@ -26,7 +26,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kickside_engine.config import display_url
+from sqlalchemy.engine import URL
+
+from kickside_engine.config import display_url, parse_database_url
 from kickside_engine.config_values import (
     parse_count,
     parse_flag,
@@ -46,6 +48,12 @@ from kickside_engine.config_values import (
 from kickside_engine.errors import ConfigurationError, KicksideError
 from kickside_engine.logs import LOG_FORMATS, LOG_LEVELS
 from kickside_engine.runtime.config import PoolConfig
+from kickside_engine.store.sqlite_durability import (
+    DEFAULT_SYNCHRONOUS,
+    SYNCHRONOUS_ENV,
+    SYNCHRONOUS_PARAM,
+    synchronous_choice,
+)
 
 #: Names the configuration file (``--config`` does too); it must exist.
 CONFIG_ENV = "KICKSIDE_CONFIG"
@@ -177,6 +185,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("prune_after", "--prune-after", f"{_W}.prune_after", "7d", parse_retention,
            "Delete completed, cancelled and discarded jobs this long after they finished: "
            "7d, 12h, 30m, 45s or seconds.", metavar="DURATION"),
+)  # fmt: skip
+#: Not an option of its own: shown by ``kickside config`` beside a SQLite URL, it comes from
+#: the URL's ``?synchronous=``, else :data:`SYNCHRONOUS_ENV`, else the default
+#: (:mod:`~kickside_engine.store.sqlite_durability`).
+SQLITE_SYNCHRONOUS = Option(
+    "sqlite_synchronous", "", "", DEFAULT_SYNCHRONOUS, parse_text,
+    "How durable a SQLite commit is: off, normal, full or extra (the database URL's "
+    f"?{SYNCHRONOUS_PARAM}=, else {SYNCHRONOUS_ENV}).", env=SYNCHRONOUS_ENV,
 )  # fmt: skip
 OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
 GLOBAL_OPTIONS = tuple(o.name for o in OPTIONS if o.section is None)
@@ -319,6 +335,10 @@ class ResolvedConfig:
 
     options: Mapping[str, Resolved]
     file: ConfigFile | None = None
+    #: The SQLite ``synchronous`` mode in effect and its source (``url``: the URL option's
+    #: source and origin, with ``?synchronous=``; ``env``; ``default``), when the database
+    #: URL was resolved and names SQLite; else None.
+    sqlite_synchronous: Resolved | None = None
 
     def value(self, name: str) -> Any:
         """The effective value of option ``name``."""
@@ -376,7 +396,27 @@ def resolve_config(
             raw, source, origin = option.default, "default", "default"
         value = None if raw is None else _parse(option, raw, origin)
         resolved[name] = Resolved(option, value, source, origin)
-    return ResolvedConfig(resolved, file)
+    url = resolved.get("database_url")
+    synchronous = _sqlite_synchronous(url, environ) if url is not None else None
+    return ResolvedConfig(resolved, file, synchronous)
+
+
+def _sqlite_synchronous(url: Resolved, environ: Mapping[str, str]) -> Resolved | None:
+    """The SQLite ``synchronous`` mode the resolved URL gets (None when it is not SQLite; no
+    URL is the embedded SQLite file)."""
+    if url.value is None:  # the embedded file: no query of its own
+        mode, source = synchronous_choice(URL.create("sqlite"), environ)
+    else:
+        parsed = parse_database_url(url.value)
+        if parsed.get_backend_name() != "sqlite":
+            return None
+        mode, source = synchronous_choice(parsed, environ)
+    if source == "url":
+        origin = f"{url.origin} ?{SYNCHRONOUS_PARAM}="
+        return Resolved(SQLITE_SYNCHRONOUS, mode, url.source, origin)
+    if source == "env":
+        return Resolved(SQLITE_SYNCHRONOUS, mode, "env", SYNCHRONOUS_ENV)
+    return Resolved(SQLITE_SYNCHRONOUS, mode, "default", "default")
 
 
 def load_config(
@@ -413,6 +453,7 @@ def load_pool_config(
 __all__ = [
     "CONFIG_ENV",
     "OPTIONS",
+    "SQLITE_SYNCHRONOUS",
     "ConfigFile",
     "Option",
     "Resolved",

@@ -235,11 +235,6 @@ class Adapter:
         where = self.db.display_url()
         return f"{where} schema={self.db.schema}" if self.db.schema else where
 
-    @property
-    def live(self) -> bool:
-        """Whether other processes' changes are notified (PostgreSQL), not only polled."""
-        return self.db.is_postgresql
-
     def listen(self, callback: Callable[[str], None]) -> Subscription:
         """Call ``callback(payload)`` (on another thread) when a change commits; stop it after."""
         return listen(self.db, callback)

@@ -130,10 +130,10 @@ class KicksideApp(App[None]):
         return self.adapter.read_only
 
     def on_mount(self) -> None:
+        self._subscription = self.adapter.listen(self._notified)
         self._describe()
         self.switch_mode("overview")
         self._timer = self.set_interval(self.refresh_seconds, self._refresh_on_timer)
-        self._subscription = self.adapter.listen(self._notified)
         self._sigterm_exits = self._exit_on_sigterm()
 
     def _exit_on_sigterm(self) -> bool:
@@ -161,7 +161,8 @@ class KicksideApp(App[None]):
 
     def _describe(self) -> None:
         every = f"every {self.refresh_seconds:g}s"
-        parts = [self.adapter.describe(), every + (" and on change" if self.adapter.live else "")]
+        live = self._subscription is not None and self._subscription.hears_other_processes
+        parts = [self.adapter.describe(), every + (" and on change" if live else "")]
         if self.read_only:
             parts.append("read-only")
         self.sub_title = " · ".join(parts)

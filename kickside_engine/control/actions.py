@@ -2,10 +2,11 @@
 
 Each action runs in one transaction with its audit row, checks the state change against
 :data:`kickside_engine.models.TRANSITIONS`, and returns the job after the change. Cancelling or
-discarding an executing job takes its lease away and settles its open run: the pool running it
-finds the lease lost at its next renewal and stops the execution, and a late outcome from it is
-dropped (settling is fenced by the lease token). Bulk actions (:mod:`kickside_engine.control.bulk`)
-apply the very same transitions.
+discarding an executing job takes its lease away and settles its open run, and tells the pool
+running it (``cancel:<job id>``: a NOTIFY on PostgreSQL, a datagram after the commit on a SQLite
+file), which checks its leases at once and stops the execution; its lease check (every second)
+is the fallback. A late outcome from it is dropped (settling is fenced by the lease token).
+Bulk actions (:mod:`kickside_engine.control.bulk`) apply the very same transitions.
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def apply_job_action(
             now=now,
             error=redact_text(f"{target.value} by {actor}"),
         )
-        # Pools on PostgreSQL stop the execution at once; others at their next lease renewal.
+        # The pool stops the execution at once (NOTIFY, or a datagram on a SQLite file after
+        # the commit); without it, at its next lease check.
         notify_in_transaction(db, conn, f"cancel:{job.id}")
     if target is JobState.AVAILABLE:
         notify_in_transaction(db, conn, job.queue)

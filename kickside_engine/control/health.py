@@ -22,6 +22,7 @@ from kickside_engine.store.database import Database
 from kickside_engine.store.notify import channel_name, wake_folder_of
 from kickside_engine.store.sqlite_durability import KEEPS, mode_name
 from kickside_engine.store.tables import state_literal
+from kickside_engine.store.wake_sockets import is_subscription
 
 Status = Literal["ok", "warn", "fail"]
 RESCUE_GRACE = timedelta(seconds=10)
@@ -270,13 +271,15 @@ def _durability(db: Database, now: datetime) -> Finding:
 def _notify(db: Database, now: datetime) -> Finding:
     if not db.is_postgresql:
         folder = wake_folder_of(db)
-        bound = len(list(folder.glob("*.sock"))) if folder is not None and folder.is_dir() else 0
+        names = list(folder.glob("*.sock")) if folder is not None and folder.is_dir() else []
+        listeners = sum(1 for name in names if is_subscription(name))
+        pools = len(names) - listeners
         return Finding(
             "notify",
             "ok",
-            f"SQLite: {bound} pool(s) listening on wake sockets beside the file, polling as "
-            "the fallback",
-            {"wake_folder": str(folder), "sockets": bound},
+            f"SQLite: {pools} pool(s) and {listeners} subscription(s) listening on wake "
+            "sockets beside the file, polling as the fallback",
+            {"wake_folder": str(folder), "sockets": len(names), "subscriptions": listeners},
         )
     raw = db.engine.raw_connection()
     conn = raw.driver_connection

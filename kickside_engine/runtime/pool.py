@@ -231,10 +231,11 @@ class WorkerPool:
         for key, _ in self._selector.select(min(timeout, 1.0)):
             ex = key.data
             if isinstance(ex, WakeSocket):
-                # Another process committed work on this SQLite file. Whatever the payload
-                # says, it only ever means "claim now": a datagram cannot reload or stop a pool.
-                if ex.receive():
-                    self.producer.claim_wanted = True
+                # Another process committed on this SQLite file: work to claim, a cancel (check
+                # the leases now), a reload. A datagram never stops a pool, and what it says
+                # is checked against the database (a cancel) or harmless (a claim, a reload).
+                for payload in ex.receive():
+                    self.wakeups.events.append("nudge" if payload == "stop" else payload)
             elif ex is not None and ex in executors.executors:  # not retired by an earlier one
                 executors.receive(ex)
 
@@ -349,7 +350,7 @@ class WorkerPool:
 
     def _open_wake_socket(self) -> WakeSocket | None:
         folder = wake_folder_of(self.db)
-        wake_socket = WakeSocket.open(folder) if folder is not None else None
+        wake_socket = WakeSocket.open(folder, "pool") if folder is not None else None
         if wake_socket is not None:
             self._selector.register(wake_socket, selectors.EVENT_READ, wake_socket)
         return wake_socket

@@ -2,8 +2,9 @@
 
 The loop sleeps on its executors' pipes and on a self-pipe, the read end of :class:`Wakeups`.
 Whatever should wake it writes a byte there, with an event saying why: a job inserted in this
-process (the local signal), another process's change on PostgreSQL (a LISTEN payload), a signal
-handler (``"stop"``, ``"reload"``), or a turn finished on the store thread (no event).
+process (the local signal), another process's change (a LISTEN payload on PostgreSQL, a wake
+socket's datagram on a SQLite file, which the loop reads itself), a signal handler (``"stop"``,
+``"reload"``), or a turn finished on the store thread (no event).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ class Wakeups:
     """A self-pipe and the events posted with it, for the supervisor loop to act on.
 
     Events are ``"stop"``, ``"reload"``, ``"nudge"`` or a queue name (something to claim),
-    ``"cancel:..."`` and ``"audit:..."`` (LISTEN payloads). Posting is safe from any thread and
-    from signal handlers: it appends to a deque and writes one byte without blocking (a full
-    pipe wakes the loop all the same).
+    ``"cancel:..."`` and ``"audit:..."`` (LISTEN payloads, and SQLite datagrams, which the loop
+    appends itself). Posting is safe from any thread and from signal handlers: it appends to a
+    deque and writes one byte without blocking (a full pipe wakes the loop all the same).
     """
 
     def __init__(self) -> None:

@@ -140,9 +140,11 @@ class AsyncDatabase:
         return Database.from_url(url, schema=self.schema)
 
     async def dispose(self) -> None:
-        """Close pooled connections if Kickside created the engine."""
+        """Close pooled connections if Kickside created the engine, and the wake-up senders
+        (:meth:`Database.dispose`)."""
         if self._owns_engine:
             await self.engine.dispose()
+        self.db.dispose()  # not the engine's owner: only the senders
 
     def __repr__(self) -> str:
         return f"AsyncDatabase({self.display_url()!r}, schema={self.schema!r})"

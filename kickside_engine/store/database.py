@@ -32,7 +32,9 @@ from kickside_engine.errors import ConfigurationError
 from kickside_engine.store.driver_errors import translate_errors, unavailable_reason
 from kickside_engine.store.engines import READ_ONLY_OPTION, create_owned_engine
 from kickside_engine.store.revisions import check_schema, revision_at_least
+from kickside_engine.store.sqlite_file import sqlite_path
 from kickside_engine.store.tables import Tables, build_tables
+from kickside_engine.store.wake_sockets import close_senders, wake_folder
 
 __all__ = ["Database", "connect_database", "translate_errors", "unavailable_reason"]
 
@@ -269,9 +271,13 @@ class Database:
         return postgresql.insert(table) if self.is_postgresql else sqlite.insert(table)
 
     def dispose(self) -> None:
-        """Close pooled connections if Kickside created the engine."""
+        """Close pooled connections if Kickside created the engine, and on a SQLite file this
+        process's sockets that send wake-ups to other processes' pools (a later wake-up opens
+        one again)."""
         if self._owns_engine:
             self.engine.dispose()
+        if self.is_sqlite and (path := sqlite_path(self.engine.url)) is not None:
+            close_senders(wake_folder(path))
 
     def __repr__(self) -> str:
         return f"Database({self.display_url()!r}, schema={self.schema!r})"

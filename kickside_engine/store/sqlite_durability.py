@@ -19,6 +19,7 @@ else ``normal``, and is applied to every connection Kickside's engine opens.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from sqlalchemy.engine import URL
 
@@ -47,23 +48,33 @@ def synchronous_mode(url: URL) -> str:
 
     Raises :class:`ConfigurationError` naming the bad value and where it came from.
     """
+    return synchronous_choice(url)[0]
+
+
+def synchronous_choice(url: URL, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The mode for a SQLite URL and where it came from: ``url`` (its ``?synchronous=``),
+    ``env`` (:data:`SYNCHRONOUS_ENV` in ``environ``, default ``os.environ``) or ``default``.
+
+    Raises :class:`ConfigurationError` naming the bad value and where it came from.
+    """
+    environ = os.environ if environ is None else environ
     raw = url.query.get(SYNCHRONOUS_PARAM)
-    where = "the database URL's ?synchronous="
+    where, source = "the database URL's ?synchronous=", "url"
     if raw is None or raw == "":
-        raw, where = os.environ.get(SYNCHRONOUS_ENV, ""), SYNCHRONOUS_ENV
+        raw, where, source = environ.get(SYNCHRONOUS_ENV, ""), SYNCHRONOUS_ENV, "env"
     if isinstance(raw, tuple):  # the parameter given twice
         raise ConfigurationError(
             f"{where} is given more than once: give one of off, normal, full, extra"
         )
     value = raw.strip().lower()
     if value == "":
-        return DEFAULT_SYNCHRONOUS
+        return DEFAULT_SYNCHRONOUS, "default"
     if value not in SYNCHRONOUS_MODES:
         raise ConfigurationError(
             f"invalid SQLite synchronous mode {raw!r} (from {where}): "
             "use off, normal, full or extra"
         )
-    return value
+    return value, source
 
 
 def without_synchronous(url: URL) -> URL:

@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 
 from kickside_engine.config import default_sqlite_path, display_url
-from kickside_engine.runtime import CONFIG_ENV, OPTIONS, Option, ResolvedConfig
+from kickside_engine.runtime import CONFIG_ENV, OPTIONS, Option, Resolved, ResolvedConfig
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, state
 from kickside_tui.cli.options import JsonOption
@@ -125,6 +125,21 @@ def _source(source: str, origin: str) -> str:
     )
 
 
+def _entries(resolved: ResolvedConfig) -> list[tuple[str, Resolved]]:
+    """The options in table order, the SQLite synchronous mode after the database URL (it has
+    no flag nor key: it comes from the URL's ``?synchronous=`` or its variable)."""
+    entries = list(resolved.options.items())
+    synchronous = resolved.sqlite_synchronous
+    if synchronous is not None:
+        at = next((i + 1 for i, (n, _) in enumerate(entries) if n == "database_url"), 0)
+        entries.insert(at, (synchronous.option.name, synchronous))
+    return entries
+
+
+def _text(resolved: ResolvedConfig, name: str, entry: Resolved) -> str:
+    return _shown(resolved, name) if name in resolved.options else entry.show()
+
+
 def _document(resolved: ResolvedConfig) -> dict[str, Any]:
     """``kickside config --json``: the file, and each option's value and source."""
     file = resolved.file
@@ -134,18 +149,18 @@ def _document(resolved: ResolvedConfig) -> dict[str, Any]:
             {
                 "name": name,
                 "value": (
-                    _shown(resolved, name)
+                    _text(resolved, name, entry)
                     if entry.option.secret
                     else output.to_jsonable(entry.value)
                 ),
-                "text": _shown(resolved, name),
+                "text": _text(resolved, name, entry),
                 "source": entry.source,
                 "origin": entry.origin,
-                "flag": entry.option.flag,
+                "flag": entry.option.flag or None,
                 "env": entry.option.env,
-                "key": entry.option.key,
+                "key": entry.option.key or None,
             }
-            for name, entry in resolved.options.items()
+            for name, entry in _entries(resolved)
         ],
     }
 
@@ -154,7 +169,9 @@ def _document(resolved: ResolvedConfig) -> dict[str, Any]:
 @handles_errors
 def config_command(ctx: typer.Context, as_json: JsonOption = False, **given: Any) -> None:
     """Show the effective configuration and where each value came from (flag, environment,
-    file or default); passwords masked. Never opens the database.
+    file or default); passwords masked. Never opens the database. On SQLite it shows the
+    synchronous mode too (the URL's ?synchronous=, else KICKSIDE_SQLITE_SYNCHRONOUS, else
+    normal).
 
     Takes the options of `kickside worker`, to preview what they change. Exits 2 when the
     configuration file or a value in it is invalid.
@@ -176,7 +193,7 @@ def config_command(ctx: typer.Context, as_json: JsonOption = False, **given: Any
         None,
         ("option", output.Column("value", flex=True), "source"),
         [
-            [name, _shown(resolved, name), _source(entry.source, entry.origin)]
-            for name, entry in resolved.options.items()
+            [name, _text(resolved, name, entry), _source(entry.source, entry.origin)]
+            for name, entry in _entries(resolved)
         ],
     )

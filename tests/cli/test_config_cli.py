@@ -368,3 +368,55 @@ def test_the_worker_runs_with_the_files_queues_lease_and_node(clean: Path) -> No
     finally:
         code = stop(proc, signal.SIGTERM)
     assert code == 0, log.read_text()
+
+
+# --- the SQLite synchronous mode ----------------------------------------------------------------
+
+
+def test_config_shows_the_sqlite_synchronous_mode_and_where_it_came_from(
+    clean: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KICKSIDE_SQLITE_SYNCHRONOUS", raising=False)
+    url = f"sqlite:///{clean / 'app.db'}"
+
+    def synchronous(*argv: str) -> tuple[str, str, str]:
+        entry = effective(*argv)["sqlite_synchronous"]
+        assert (entry["flag"], entry["key"]) == (None, None)
+        assert entry["env"] == "KICKSIDE_SQLITE_SYNCHRONOUS"
+        return entry["value"], entry["source"], entry["origin"]
+
+    assert synchronous() == ("normal", "default", "default")  # the embedded file
+    assert synchronous("--database-url", url) == ("normal", "default", "default")
+    assert synchronous("--database-url", url + "?synchronous=FULL") == (
+        "full", "flag", "--database-url ?synchronous=",
+    )  # fmt: skip
+    monkeypatch.setenv("KICKSIDE_SQLITE_SYNCHRONOUS", "off")
+    assert synchronous("--database-url", url) == ("off", "env", "KICKSIDE_SQLITE_SYNCHRONOUS")
+    # The URL's parameter wins over the variable, wherever the URL came from.
+    monkeypatch.setenv("KICKSIDE_DATABASE_URL", url + "?synchronous=extra")
+    assert synchronous() == ("extra", "env", "KICKSIDE_DATABASE_URL ?synchronous=")
+    (clean / "kickside.toml").write_text(f'database_url = "{url}?synchronous=full"\n')
+    monkeypatch.delenv("KICKSIDE_DATABASE_URL")
+    assert synchronous()[:2] == ("full", "file")
+    # The table shows it right after the URL.
+    monkeypatch.setenv("COLUMNS", "400")
+    result = kickside("config")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["database_url"])
+    row = lines[at + 1].split()
+    assert row[:2] == ["sqlite_synchronous", "full"]
+    assert "kickside.toml:database_url" in lines[at + 1] and "?synchronous=" in lines[at + 1]
+
+
+def test_config_shows_no_synchronous_mode_for_postgresql_and_refuses_a_bad_one(
+    clean: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KICKSIDE_SQLITE_SYNCHRONOUS", raising=False)
+    assert "sqlite_synchronous" not in effective(
+        "--database-url", "postgresql+psycopg://u@localhost/db"
+    )
+    monkeypatch.setenv("KICKSIDE_SQLITE_SYNCHRONOUS", "sometimes")
+    result = kickside("config")
+    assert result.exit_code == 2
+    assert "invalid SQLite synchronous mode 'sometimes'" in one_error_line(result)

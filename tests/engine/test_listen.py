@@ -1,5 +1,7 @@
-"""listen(): changes committed anywhere reach a subscriber (PostgreSQL), or this process's own
-(SQLite); a lost connection is re-established; stop() ends it."""
+"""listen(): changes committed anywhere reach a subscriber (PostgreSQL; on a SQLite file through
+its wake socket, tested across processes in tests/runtime/test_cross_process_wakes.py); a
+payload is delivered when, and only if, its transaction commits; a lost connection is
+re-established; stop() ends it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from kickside_engine import Database, JobBuilder, enqueue
+from kickside_engine.audit import record_audit
 from kickside_engine.clock import utcnow
 from kickside_engine.control import Actor, pause_queue
 from kickside_engine.store.listen import Subscription, listen
@@ -140,6 +143,26 @@ def test_on_sqlite_this_processs_own_wakes_are_delivered(
     subscribe(inbox)
     enqueue(db, JobBuilder("ok", {}).queue("local"))
     inbox.wait_for("local")
+
+
+def test_an_action_is_delivered_once_committed_and_never_when_rolled_back(
+    db: Database, subscribe: Callable[[Inbox], Subscription]
+) -> None:
+    """NOTIFY's rule on PostgreSQL; on SQLite the payload waits on the connection for the
+    commit (and a rollback drops it)."""
+    inbox = Inbox()
+    subscribe(inbox)
+    actor = Actor("oncall", "ops")
+    with pytest.raises(RuntimeError), db.begin() as conn:
+        record_audit(db, conn, actor, "rolled_back", "queue", "q", {}, utcnow())
+        raise RuntimeError("the change fails")
+    with db.begin() as conn:
+        record_audit(db, conn, actor, "committed", "queue", "q", {}, utcnow())
+        assert "audit:committed" not in inbox.payloads, "delivered before the commit"
+    inbox.wait_for("audit:committed")
+    enqueue(db, JobBuilder("ok", {}).queue("after"))  # anything still queued arrives first
+    inbox.wait_for("after")
+    assert "audit:rolled_back" not in inbox.payloads
 
 
 def test_a_subscription_cut_off_backs_off_and_starts_over_once_back(

@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kickside_engine.store.wake_sockets import WakeSender, WakeSocket, wake_folder
+from kickside_engine.store.wake_sockets import (
+    WakeSender,
+    WakeSocket,
+    reloading_pool_pid,
+    wake_folder,
+)
 
 
 def _foreign_socket(folder: Path, name: str = "1-deadbeef.sock") -> socket.socket:
@@ -112,3 +117,69 @@ def test_a_folder_that_cannot_be_made_leaves_the_pool_to_polling(
         assert WakeSocket.open(blocker) is None
     (record,) = caplog.records
     assert "polling only" in record.getMessage()
+
+
+#: Enqueues on a SQLite file while a pool's socket is bound (so the wake signal opens a sending
+#: socket), then, when told, disposes of the database; prints what it saw.
+_SENDER_SCRIPT = """
+import gc, socket, sys
+from pathlib import Path
+from kickside_engine import Database, JobBuilder, migrate
+from kickside_engine.store.notify import local_signal
+from kickside_engine.store.wake_sockets import wake_folder
+
+path = Path(sys.argv[1])
+db = Database.from_url(f"sqlite:///{path}")
+migrate.upgrade(db)
+folder = wake_folder(path)
+folder.mkdir(exist_ok=True)
+pool = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+pool.bind(str(folder / "1-p0000000.sock"))  # another process's pool, as far as the sender knows
+JobBuilder("noop", {}).insert(db)
+remote = local_signal(db).remote
+print("received", pool.recv(100).decode())
+print("open before dispose", remote._sock is not None)
+if sys.argv[2] == "dispose":
+    db.dispose()
+    print("open after dispose", remote._sock is not None)
+else:  # the connections only: the sender is left to the interpreter's exit
+    db.engine.dispose()
+pool.close()
+del remote, pool
+gc.collect()
+"""
+
+
+@pytest.mark.parametrize("how", ["dispose", "exit"])
+def test_the_sending_socket_is_closed_by_dispose_and_at_exit(tmp_path: Path, how: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-X", "dev", "-c", _SENDER_SCRIPT,
+         str(tmp_path / "app.db"), how],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["received default", "open before dispose True"]
+    if how == "dispose":
+        assert lines[2:] == ["open after dispose False"]
+    assert "ResourceWarning" not in result.stderr and "unclosed" not in result.stderr, result.stderr
+
+
+def test_reload_capable_pools_are_told_from_subscriptions_and_older_pools(tmp_path: Path) -> None:
+    folder = wake_folder(tmp_path / "db")
+    pool = WakeSocket.open(folder, "pool")
+    subscription = WakeSocket.open(folder, "listen")
+    assert pool is not None and subscription is not None
+    try:
+        assert reloading_pool_pid(pool.path) == os.getpid()
+        assert reloading_pool_pid(subscription.path) is None
+        assert reloading_pool_pid(folder / "4242-0123abcd.sock") is None  # an older pool
+        assert (
+            len(os.fsencode(pool.path.name))
+            == len("4242-0123abcd.sock") + len(str(os.getpid())) - 4
+        )
+    finally:
+        pool.close()
+        subscription.close()

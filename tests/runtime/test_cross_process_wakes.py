@@ -3,14 +3,21 @@
 The pools here poll every 30 s, so a job that starts within seconds of its enqueue was started
 by a wake-up, not by the poll. The bound the tests check is generous (the documented figures
 are milliseconds: docs/operating/sqlite.md); a lost wake-up costs one poll interval, never a job.
+
+The controls take the same way: an operator's cancel from another process stops the execution
+at once (its pool here checks its leases only every 10 minutes, so only the message can explain
+a stop within seconds), ``kickside reload`` upgrades a pool that SIGHUP would end, and a
+:func:`listen` subscription hears other processes' enqueues and actions.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,13 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from kickside_engine import JobBuilder, migrate
+from kickside_engine import JobBuilder, JobState, get_job, listen, migrate
 from kickside_engine.slots import nudge_workers
 from kickside_engine.store.notify import local_signal, wake_folder_of
 
 from ..conftest import Target
 from ..support.execlog import read_executions
 from ..support.processes import ROOT, wait_for
+from ..support.procfs import alive
 
 pytestmark = pytest.mark.slow
 
@@ -55,11 +63,12 @@ class Pools:
         self.target = target
         self.procs: list[subprocess.Popen[str]] = []
 
-    def start(self, poll_seconds: float = SLOW_POLL_S) -> None:
-        proc = _spawn(self.target, "pool", "--poll", str(poll_seconds))
+    def start(self, poll_seconds: float = SLOW_POLL_S, *options: str) -> subprocess.Popen[str]:
+        proc = _spawn(self.target, "pool", "--poll", str(poll_seconds), *options)
         self.procs.append(proc)
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready", "the pool process did not start"
+        return proc
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -200,3 +209,124 @@ def test_a_lost_wake_on_sqlite_costs_one_poll_never_the_job(pools: Pools, tmp_pa
     log = tmp_path / "exec.log"
     latencies = _latencies(log, _sent(_enqueue(pools.target, log, 5, 50)))
     assert max(latencies) < 1.2 * 1.0 + START_BOUND_S  # the poll found them
+
+
+# --- controls: cancel, reload, listen ----------------------------------------------------------
+
+#: The pool's lease and lease check: neither its renewal (every 200 s) nor its check of the
+#: leases it holds could notice a cancel within the bound below.
+LONG_LEASE_S = 600.0
+LONG_CHECK_S = 600.0
+#: Generous: the message arrives in milliseconds.
+CONTROL_BOUND_S = 10.0
+
+
+def _cli(target: Target, *argv: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "kickside_tui.cli", *target.cli_args(), *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.mark.parametrize("action", ["cancel", "discard"])
+def test_a_cancel_from_another_process_stops_the_running_job_at_once(
+    pools: Pools, tmp_path: Path, action: str
+) -> None:
+    pools.start(SLOW_POLL_S, "--lease", str(LONG_LEASE_S), "--lease-check", str(LONG_CHECK_S))
+    log = tmp_path / "exec.log"
+    db = pools.target.open()
+    try:
+        job = JobBuilder("chaos", {"log": str(log), "ms": 600_000}).insert(db)
+        started = wait_for(
+            lambda: read_executions(log).get(str(job.id)), START_BOUND_S, "the job to start"
+        )[0]
+        assert alive(started.pid)
+        before = time.monotonic()
+        _cli(pools.target, action, str(job.id), "--yes")
+        wait_for(lambda: not alive(started.pid), CONTROL_BOUND_S, "the execution to stop")
+        stopped_after = time.monotonic() - before
+        assert stopped_after < CONTROL_BOUND_S  # the CLI's own start-up included
+        final = get_job(db, job.id)
+        assert final is not None
+        assert final.state is (JobState.CANCELLED if action == "cancel" else JobState.DISCARDED)
+        assert read_executions(log)[str(job.id)][0].end_ns is None, "the body never finished"
+    finally:
+        db.dispose()
+
+
+def _executor_pids(log: Path, db_target: Target, count: int) -> set[int]:
+    """Run ``count`` short jobs; the executor processes that ran them."""
+    db = db_target.open()
+    try:
+        jobs = [JobBuilder("chaos", {"log": str(log)}).insert(db) for _ in range(count)]
+    finally:
+        db.dispose()
+    ids = {str(job.id) for job in jobs}
+    found = wait_for(
+        lambda: (runs := read_executions(log)) and ids <= runs.keys() and runs, 60, "the jobs"
+    )
+    return {found[i][0].pid for i in ids}
+
+
+def test_reload_from_another_process_upgrades_a_pool_that_sighup_would_end(
+    pools: Pools, tmp_path: Path
+) -> None:
+    if pools.target.backend != "sqlite":
+        pytest.skip("on PostgreSQL `kickside reload` also sends SIGHUP to this host's pools")
+    proc = pools.start()
+    log = tmp_path / "exec.log"
+    old = _executor_pids(log, pools.target, 4)
+    result = _cli(pools.target, "reload", "--json")
+    assert json.loads(result.stdout) == {"signalled": 1}
+    # New executors take the next jobs; the old ones, idle, were retired.
+    new = wait_for(
+        lambda: (pids := _executor_pids(log, pools.target, 2)) and not pids & old and pids,
+        60,
+        "jobs on the new executors",
+    )
+    assert all(not alive(pid) for pid in old)
+    assert new and proc.poll() is None, "the pool process carries on"
+
+
+def test_listen_hears_another_processs_enqueue_and_cancel_and_closes_its_socket(
+    pools: Pools, tmp_path: Path
+) -> None:
+    target = pools.target
+    db = target.open()
+    heard: list[str] = []
+    arrived = threading.Event()
+
+    def on_payload(payload: str) -> None:
+        heard.append(payload)
+        arrived.set()
+
+    subscription = listen(db, on_payload)
+    try:
+        assert subscription.connected.wait(10)
+        folder = wake_folder_of(db)
+        if target.backend == "sqlite":
+            assert folder is not None
+            assert [p.name for p in folder.glob("*.sock")] == [
+                subscription.wake_socket.path.name  # type: ignore[union-attr]
+            ]
+        log = tmp_path / "exec.log"
+        sent = _sent(_enqueue(target, log, 1, 10))  # another process; no pool runs
+        (job_id,) = sent
+        wait_for(lambda: "default" in heard, CONTROL_BOUND_S, "the enqueue's payload")
+        _cli(target, "cancel", job_id, "--yes")
+        wait_for(lambda: "audit:cancel" in heard, CONTROL_BOUND_S, "the cancel's payload")
+    finally:
+        subscription.stop()
+        db.dispose()
+    if target.backend == "sqlite":
+        assert folder is not None
+        assert not folder.exists() or list(folder.glob("*.sock")) == []
+    count = len(heard)
+    _sent(_enqueue(target, tmp_path / "after.log", 1, 10))
+    time.sleep(0.5)
+    assert len(heard) == count, "nothing is delivered after stop"

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from typing import Any
 
-import pytest
 from textual.widgets import DataTable
 
-from kickside_engine import Database, JobBuilder, enqueue
+from kickside_engine import Database
 from kickside_tui.app import DatabaseNotified
 from kickside_tui.screens.base import ViewScreen
 
 from ..conftest import Target
+from ..support.processes import ROOT
 from .fixtures import make_app, settle, wait_until
 
 
@@ -21,9 +23,26 @@ def _queues(screen: Any) -> list[str]:
     return [str(row.value) for row in table.rows]
 
 
-def test_a_commit_elsewhere_refreshes_the_overview_at_once(db: Database, target: Target) -> None:
-    if not db.is_postgresql:
-        pytest.skip("SQLite hears only its own process's changes: the interval covers the rest")
+def _enqueue_in_another_process(target: Target, queue: str) -> None:
+    code = (
+        "import sys\n"
+        "from kickside_engine import JobBuilder, connect_database, enqueue\n"
+        "db = connect_database(sys.argv[1], schema=sys.argv[2] or None)\n"
+        "enqueue(db, JobBuilder('ok', {}).queue(sys.argv[3]))\n"
+        "db.dispose()\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, target.url, target.schema or "", queue],
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
+
+
+def test_a_commit_in_another_process_refreshes_the_overview_at_once(
+    db: Database, target: Target
+) -> None:
+    """NOTIFY on PostgreSQL; on a SQLite file the subscription's wake socket."""
     app = make_app(db, refresh=60.0)  # the interval alone would not refresh within the test
 
     async def scenario() -> None:
@@ -33,11 +52,7 @@ def test_a_commit_elsewhere_refreshes_the_overview_at_once(db: Database, target:
             assert "every 60s and on change" in app.sub_title
             screen = app.screen
             assert isinstance(screen, ViewScreen) and _queues(screen) == []
-            other = target.open()  # another process's connection, in effect
-            try:
-                enqueue(other, JobBuilder("ok", {}).queue("fresh"))
-            finally:
-                other.dispose()
+            _enqueue_in_another_process(target, "fresh")
             await wait_until(pilot, lambda: _queues(screen) == ["fresh"], "the new queue")
             assert app.notifications >= 1 and app.notified_refreshes >= 1
 
