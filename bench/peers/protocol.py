@@ -9,6 +9,8 @@ until SIGTERM, as Kickside's pool runs for the same workloads.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import os
 import platform
 import select
@@ -17,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -172,6 +174,26 @@ class WorkerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def worker_main(
+    module: str,
+    work: Callable[[str, str, int], Coroutine[Any, Any, None]],
+    argv: list[str] | None = None,
+    *,
+    default_concurrency: int | None = CONCURRENCY,
+) -> int:
+    """A peer module's ``main``: ``worker --conninfo DSN --schema S [--concurrency N]`` runs
+    ``work(conninfo, schema, concurrency)`` (the peer's worker, until SIGTERM); a peer with
+    ``default_concurrency=None`` gets ``None`` (its own default) when none is given."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("command", choices=["worker"])
+    parser.add_argument("--conninfo", required=True)
+    parser.add_argument("--schema", required=True)
+    parser.add_argument("--concurrency", type=int, default=default_concurrency)
+    args = parser.parse_args(argv)
+    asyncio.run(work(args.conninfo, args.schema, args.concurrency))
+    return 0
 
 
 def bulk_enqueue(peer: Peer, n: int) -> dict[str, Any]:
