@@ -316,7 +316,7 @@ def async_drain(
     10 ms sleeps at 200): from the bulk insert's commit until ``n`` jobs completed, median of
     3, with the CPU per 1,000 jobs of the worker's process tree plus PostgreSQL's, as
     Kickside's (``bench.workloads.async_drains``)."""
-    from bench.cpu import PostgresCpu, process_tree_cpu_seconds
+    from bench.cpu import PostgresCpu, cpu_per_1000_jobs, process_tree_cpu_seconds
 
     pg = PostgresCpu.from_backend(backend_pid)
     runs = []
@@ -334,15 +334,13 @@ def async_drain(
             )
             cpu = process_tree_cpu_seconds(worker.proc.pid) - cpu_before
             pg_after = pg.seconds()
-            run = {
-                "seconds": finished - started,
-                "jobs_per_s": n / (finished - started),
-                "pool_cpu_s_per_1000_jobs": cpu / n * 1000,
-            }
-            if pg_before is not None and pg_after is not None:
-                run["pg_cpu_s_per_1000_jobs"] = (pg_after - pg_before) / n * 1000
-                run["cpu_s_per_1000_jobs"] = (cpu + pg_after - pg_before) / n * 1000
-            runs.append(run)
+            runs.append(
+                {
+                    "seconds": finished - started,
+                    "jobs_per_s": n / (finished - started),
+                    **cpu_per_1000_jobs(n, cpu, pg_before, pg_after),
+                }
+            )
     names = [k for k in runs[0] if k != "seconds" and all(k in r for r in runs)]
     metrics = {k: statistics.median(r[k] for r in runs) for k in names}
     params: dict[str, Any] = {
