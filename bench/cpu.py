@@ -99,3 +99,15 @@ class PostgresCpu:
             self.postmaster = None
             return None
         return ticks / _TICKS
+
+
+def cpu_per_1000_jobs(
+    n: int, pool_cpu: float, pg_before: float | None, pg_after: float | None
+) -> dict[str, float]:
+    """A run's CPU seconds per 1,000 of its ``n`` jobs: the pool's (``pool_cpu`` seconds), and
+    PostgreSQL's and the sum of both when the server's CPU was read before and after."""
+    figures = {"pool_cpu_s_per_1000_jobs": pool_cpu / n * 1000}
+    if pg_before is not None and pg_after is not None:
+        figures["pg_cpu_s_per_1000_jobs"] = (pg_after - pg_before) / n * 1000
+        figures["cpu_s_per_1000_jobs"] = (pool_cpu + pg_after - pg_before) / n * 1000
+    return figures

@@ -101,28 +101,26 @@ def _fastest_peer(doc: Doc, row: Row) -> tuple[str, float] | None:
 
 def times_fastest_peer(factor: float, row: Row) -> Callable[[Doc, float | None], Verdict]:
     """Kickside's rate at least ``factor`` times the fastest peer's."""
-
-    def verdict(doc: Doc, mine: float | None) -> Verdict:
-        wanted = f"≥ {factor:g}x the fastest peer"
-        best = _fastest_peer(doc, row)
-        if mine is None or best is None:
-            return wanted, "no peer measured" if mine is not None else "—", None
-        ratio = mine / best[1]
-        return wanted, f"{ratio:.2f}x {best[0]}", ratio >= factor
-
-    return verdict
+    return _against_fastest_peer(row, f"≥ {factor:g}x the fastest peer", lambda r: r >= factor)
 
 
 def within_fastest_peer(factor: float, row: Row) -> Callable[[Doc, float | None], Verdict]:
     """Kickside's figure (lower is better) at most ``factor`` times the fastest peer's."""
+    return _against_fastest_peer(row, f"≤ {factor:g}x the fastest peer", lambda r: r <= factor)
+
+
+def _against_fastest_peer(
+    row: Row, wanted: str, met: Callable[[float], bool]
+) -> Callable[[Doc, float | None], Verdict]:
+    """A target on Kickside's figure over the fastest peer's: ``wanted`` says it, ``met``
+    judges the ratio."""
 
     def verdict(doc: Doc, mine: float | None) -> Verdict:
-        wanted = f"≤ {factor:g}x the fastest peer"
         best = _fastest_peer(doc, row)
         if mine is None or best is None:
             return wanted, "no peer measured" if mine is not None else "—", None
         ratio = mine / best[1]
-        return wanted, f"{ratio:.2f}x {best[0]}", ratio <= factor
+        return wanted, f"{ratio:.2f}x {best[0]}", met(ratio)
 
     return verdict
 

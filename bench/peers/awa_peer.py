@@ -16,7 +16,6 @@ the worker through ``AsyncClient.shutdown``, which waits for running jobs.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import signal
@@ -134,7 +133,8 @@ def open_peer(conninfo: str, schema: str) -> AwaPeer:
     return AwaPeer(conninfo, schema)
 
 
-async def _work(conninfo: str, concurrency: int) -> None:
+async def _work(conninfo: str, schema: str, concurrency: int) -> None:
+    """awa's worker until SIGTERM (in its own ``awa`` schema; ``schema`` is unused)."""
     import awa
 
     client = awa.AsyncClient(conninfo)
@@ -152,14 +152,7 @@ async def _work(conninfo: str, concurrency: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``worker --conninfo DSN --schema S [--concurrency N]``: run awa's worker until SIGTERM."""
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    parser.add_argument("command", choices=["worker"])
-    parser.add_argument("--conninfo", required=True)
-    parser.add_argument("--schema", required=True)
-    parser.add_argument("--concurrency", type=int, default=protocol.CONCURRENCY)
-    args = parser.parse_args(argv)
-    asyncio.run(_work(args.conninfo, args.concurrency))
-    return 0
+    return protocol.worker_main(MODULE, _work, argv)
 
 
 if __name__ == "__main__":

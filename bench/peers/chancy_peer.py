@@ -13,7 +13,6 @@ a drain's last completions are seen up to a second late. SIGTERM is its graceful
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import sys
@@ -142,14 +141,7 @@ async def _work(conninfo: str, schema: str, concurrency: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``worker --conninfo DSN --schema S [--concurrency N]``: run a Worker until SIGTERM."""
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    parser.add_argument("command", choices=["worker"])
-    parser.add_argument("--conninfo", required=True)
-    parser.add_argument("--schema", required=True)
-    parser.add_argument("--concurrency", type=int, default=protocol.CONCURRENCY)
-    args = parser.parse_args(argv)
-    asyncio.run(_work(args.conninfo, args.schema, args.concurrency))
-    return 0
+    return protocol.worker_main(MODULE, _work, argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.cpu import PostgresCpu, process_tree_cpu_seconds
+from bench.cpu import PostgresCpu, cpu_per_1000_jobs, process_tree_cpu_seconds
 from bench.nodes import POOL_COUNTS, duplicates, multi_node_metrics, read_spans
 from bench.peers.protocol import CONCURRENCY, Peer, WorkerProcess, result, wait_until
 
@@ -69,16 +69,14 @@ def multi_node(
                 what=f"completions with {count} workers",
             )
             cpu, pg_after = _cpu(workers) - cpu_before, pg.seconds()
-            run = {
-                "pools": float(count),
-                "seconds": finished - started,
-                "jobs_per_s": n / (finished - started),
-                "pool_cpu_s_per_1000_jobs": cpu / n * 1000,
-            }
-            if pg_before is not None and pg_after is not None:
-                run["pg_cpu_s_per_1000_jobs"] = (pg_after - pg_before) / n * 1000
-                run["cpu_s_per_1000_jobs"] = (cpu + pg_after - pg_before) / n * 1000
-            runs.append(run)
+            runs.append(
+                {
+                    "pools": float(count),
+                    "seconds": finished - started,
+                    "jobs_per_s": n / (finished - started),
+                    **cpu_per_1000_jobs(n, cpu, pg_before, pg_after),
+                }
+            )
     # Every worker has stopped: an execution still under way at the last poll is logged now.
     for run, count in zip(runs, pool_counts, strict=True):
         run.update({k: float(v) for k, v in duplicates(read_spans(logs[count]), n).items()})

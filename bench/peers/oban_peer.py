@@ -11,7 +11,6 @@ the instance gracefully (``Oban.stop``, waiting up to its shutdown grace for run
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
@@ -123,14 +122,7 @@ async def _work(conninfo: str, schema: str, concurrency: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``worker --conninfo DSN --schema S [--concurrency N]``: run oban until SIGTERM."""
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    parser.add_argument("command", choices=["worker"])
-    parser.add_argument("--conninfo", required=True)
-    parser.add_argument("--schema", required=True)
-    parser.add_argument("--concurrency", type=int, default=protocol.CONCURRENCY)
-    args = parser.parse_args(argv)
-    asyncio.run(_work(args.conninfo, args.schema, args.concurrency))
-    return 0
+    return protocol.worker_main(MODULE, _work, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ largest the cap allows.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import signal
@@ -188,15 +187,9 @@ async def _work(conninfo: str, schema: str, concurrency: int | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``worker --conninfo DSN --schema S``: run a QueueManager until SIGTERM."""
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    parser.add_argument("command", choices=["worker"])
-    parser.add_argument("--conninfo", required=True)
-    parser.add_argument("--schema", required=True)
-    parser.add_argument("--concurrency", type=int, default=None)
-    args = parser.parse_args(argv)
-    asyncio.run(_work(args.conninfo, args.schema, args.concurrency))
-    return 0
+    """``worker --conninfo DSN --schema S [--concurrency N]``: run a QueueManager until SIGTERM
+    (with pgqueuer's own batch and no cap when no concurrency is given)."""
+    return protocol.worker_main(MODULE, _work, argv, default_concurrency=None)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ worker is procrastinate's own, with its defaults (LISTEN/NOTIFY on, polling as f
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
@@ -147,15 +146,8 @@ async def _work(conninfo: str, schema: str, concurrency: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``worker --conninfo DSN --schema S``: run a worker until SIGTERM."""
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    parser.add_argument("command", choices=["worker"])
-    parser.add_argument("--conninfo", required=True)
-    parser.add_argument("--schema", required=True)
-    parser.add_argument("--concurrency", type=int, default=protocol.CONCURRENCY)
-    args = parser.parse_args(argv)
-    asyncio.run(_work(args.conninfo, args.schema, args.concurrency))
-    return 0
+    """``worker --conninfo DSN --schema S [--concurrency N]``: run a worker until SIGTERM."""
+    return protocol.worker_main(MODULE, _work, argv)
 
 
 if __name__ == "__main__":

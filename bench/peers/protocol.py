@@ -9,6 +9,8 @@ until SIGTERM, as Kickside's pool runs for the same workloads.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import os
 import platform
 import select
@@ -17,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -174,6 +176,26 @@ class WorkerProcess:
         self.stop()
 
 
+def worker_main(
+    module: str,
+    work: Callable[[str, str, int], Coroutine[Any, Any, None]],
+    argv: list[str] | None = None,
+    *,
+    default_concurrency: int | None = CONCURRENCY,
+) -> int:
+    """A peer module's ``main``: ``worker --conninfo DSN --schema S [--concurrency N]`` runs
+    ``work(conninfo, schema, concurrency)`` (the peer's worker, until SIGTERM); a peer with
+    ``default_concurrency=None`` gets ``None`` (its own default) when none is given."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("command", choices=["worker"])
+    parser.add_argument("--conninfo", required=True)
+    parser.add_argument("--schema", required=True)
+    parser.add_argument("--concurrency", type=int, default=default_concurrency)
+    args = parser.parse_args(argv)
+    asyncio.run(work(args.conninfo, args.schema, args.concurrency))
+    return 0
+
+
 def bulk_enqueue(peer: Peer, n: int) -> dict[str, Any]:
     """Workload 1: the peer's batch enqueue of ``n`` jobs, median of 3."""
     runs = []
@@ -294,7 +316,7 @@ def async_drain(
     10 ms sleeps at 200): from the bulk insert's commit until ``n`` jobs completed, median of
     3, with the CPU per 1,000 jobs of the worker's process tree plus PostgreSQL's, as
     Kickside's (``bench.workloads.async_drains``)."""
-    from bench.cpu import PostgresCpu, process_tree_cpu_seconds
+    from bench.cpu import PostgresCpu, cpu_per_1000_jobs, process_tree_cpu_seconds
 
     pg = PostgresCpu.from_backend(backend_pid)
     runs = []
@@ -312,15 +334,13 @@ def async_drain(
             )
             cpu = process_tree_cpu_seconds(worker.proc.pid) - cpu_before
             pg_after = pg.seconds()
-            run = {
-                "seconds": finished - started,
-                "jobs_per_s": n / (finished - started),
-                "pool_cpu_s_per_1000_jobs": cpu / n * 1000,
-            }
-            if pg_before is not None and pg_after is not None:
-                run["pg_cpu_s_per_1000_jobs"] = (pg_after - pg_before) / n * 1000
-                run["cpu_s_per_1000_jobs"] = (cpu + pg_after - pg_before) / n * 1000
-            runs.append(run)
+            runs.append(
+                {
+                    "seconds": finished - started,
+                    "jobs_per_s": n / (finished - started),
+                    **cpu_per_1000_jobs(n, cpu, pg_before, pg_after),
+                }
+            )
     names = [k for k in runs[0] if k != "seconds" and all(k in r for r in runs)]
     metrics = {k: statistics.median(r[k] for r in runs) for k in names}
     params: dict[str, Any] = {

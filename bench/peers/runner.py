@@ -133,6 +133,34 @@ def failed(
     ]
 
 
+def _drive(
+    command: list[str],
+    env: dict[str, str],
+    system: str,
+    counts: dict[str, int],
+    backend: str = "postgresql",
+) -> list[dict[str, Any]]:
+    """Run one peer driver process; the results of its last JSON line, or :func:`failed`'s
+    entries (under ``system``) when it exits non-zero, prints no results or times out."""
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=BENCH.parent,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=PEER_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return failed(system, counts, f"the {system} driver timed out", backend)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        error = f"the {system} driver failed (exit {proc.returncode})"
+        return failed(system, counts, error, backend)
+    results: list[dict[str, Any]] = json.loads(lines[-1])["results"]
+    return results
+
+
 def run_peer(
     python: Path,
     system: str,
@@ -167,21 +195,7 @@ def run_peer(
     command.append("--pool-counts=" + ",".join(str(k) for k in pool_counts))
     progress(f"peers: {system} on schema {schema}")
     try:
-        proc = subprocess.run(
-            command,
-            cwd=BENCH.parent,
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-            timeout=PEER_TIMEOUT_S,
-        )
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            return failed(system, counts, f"the {system} driver failed (exit {proc.returncode})")
-        results: list[dict[str, Any]] = json.loads(lines[-1])["results"]
-        return results
-    except subprocess.TimeoutExpired:
-        return failed(system, counts, f"the {system} driver timed out")
+        return _drive(command, env, system, counts)
     finally:
         drop_schema(url, schema)
 
@@ -214,22 +228,7 @@ def run_sqlite_peer(
         command += ["--workdir", str(workdir), *(f"--count={w}={n}" for w, n in counts.items())]
         progress(f"peers: {name} on SQLite (WAL, synchronous {mode})")
         try:
-            proc = subprocess.run(
-                command,
-                cwd=BENCH.parent,
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
-                timeout=PEER_TIMEOUT_S,
-            )
-            lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-            if proc.returncode != 0 or not lines:
-                error = f"the {name} driver failed (exit {proc.returncode})"
-                results += failed(name, counts, error, "sqlite")
-            else:
-                results += json.loads(lines[-1])["results"]
-        except subprocess.TimeoutExpired:
-            results += failed(name, counts, f"the {name} driver timed out", "sqlite")
+            results += _drive(command, env, name, counts, "sqlite")
         finally:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)

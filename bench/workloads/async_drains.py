@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.cpu import PostgresCpu
+from bench.cpu import PostgresCpu, cpu_per_1000_jobs
 from bench.targets import reset
 from bench.workloads.common import (
     Context,
@@ -80,15 +80,13 @@ def _drain_runs(
             )
             pool_cpu, pg_after = pool.cpu_seconds() - pool_before, pg.seconds()
             seconds = finished - started
-            run = {
-                "seconds": seconds,
-                "jobs_per_s": n / seconds,
-                "pool_cpu_s_per_1000_jobs": pool_cpu / n * 1000,
-            }
-            if pg_before is not None and pg_after is not None:
-                run["pg_cpu_s_per_1000_jobs"] = (pg_after - pg_before) / n * 1000
-                run["cpu_s_per_1000_jobs"] = (pool_cpu + pg_after - pg_before) / n * 1000
-            runs.append(run)
+            runs.append(
+                {
+                    "seconds": seconds,
+                    "jobs_per_s": n / seconds,
+                    **cpu_per_1000_jobs(n, pool_cpu, pg_before, pg_after),
+                }
+            )
         states = state_counts(db)
     details = {
         "states_after_last_run": states,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from bench.cpu import PostgresCpu
+from bench.cpu import PostgresCpu, cpu_per_1000_jobs
 from bench.nodes import MULTI_JOBS, Span, duplicates, multi_node_metrics, read_spans
 from bench.targets import reset
 from bench.workloads.common import Context, Measurement, completed_count, state_counts, wait_until
@@ -105,11 +105,8 @@ def _drain_once(
         "pools": float(len(pools)),
         "seconds": seconds,
         "jobs_per_s": n / seconds,
-        "pool_cpu_s_per_1000_jobs": pool_cpu / n * 1000,
+        **cpu_per_1000_jobs(n, pool_cpu, pg_before, pg_after),
     }
-    if pg_before is not None and pg_after is not None:
-        figures["pg_cpu_s_per_1000_jobs"] = (pg_after - pg_before) / n * 1000
-        figures["cpu_s_per_1000_jobs"] = (pool_cpu + pg_after - pg_before) / n * 1000
     history_runs, history_spans = run_history_spans(db)
     history = duplicates(history_spans, 0)
     figures["history_runs"] = float(history_runs)

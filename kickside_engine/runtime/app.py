@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from kickside_engine.backoff import Backoff, retry_policy
 from kickside_engine.errors import ConfigurationError
@@ -33,20 +34,57 @@ def load_registry(app: str) -> WorkerRegistry:
     return registry
 
 
-def app_hooks(registry: WorkerRegistry | None, app: str | None) -> Hooks:
-    """The hooks the supervisor calls: ``registry``'s, else those of the app's registry (a
-    copy: a pool adds its own, such as its metrics, with ``pool.hooks.add_hook``).
+class WorkerKinds(NamedTuple):
+    """Which kinds of worker an app registers."""
 
-    A process pool imports the app here once, at start (its executors import it again, and
-    again at each upgrade; the supervisor keeps the hooks it started with). An app that does
-    not load gives no hooks: its executors then report why, and the pool stops.
+    has_sync: bool
+    has_async: bool
+
+
+class SupervisorApp:
+    """The app as a pool's supervisor sees it: its registry, imported once when the pool is
+    made (or given), or why it did not load.
+
+    The supervisor reads its hooks and which kinds of worker it has (to size the executors);
+    a process pool's executors import the app again, and again at each upgrade (the supervisor
+    keeps what it started with). An app that does not load here gives no hooks and no kinds:
+    its executors then report why, and the pool stops. A thread pool runs the registry itself
+    (:meth:`require`).
     """
-    if registry is not None:
-        return registry.hooks.lifecycle_copy()
-    try:
-        return load_registry(app or "").hooks.lifecycle_copy()
-    except (Exception, SystemExit):  # an app that exits on import is not loaded either
-        return Hooks()
+
+    def __init__(self, registry: WorkerRegistry | None, error: BaseException | None = None) -> None:
+        self.registry = registry
+        #: Why the app did not load (None when it did).
+        self.error = error
+
+    @classmethod
+    def load(cls, registry: WorkerRegistry | None, app: str | None) -> SupervisorApp:
+        """``registry`` when given, else the registry of ``app``, imported here."""
+        if registry is not None:
+            return cls(registry)
+        try:
+            return cls(load_registry(app or ""))
+        except (Exception, SystemExit) as exc:  # an app that exits on import is not loaded either
+            return cls(None, exc)
+
+    def hooks(self) -> Hooks:
+        """The hooks the supervisor calls: a copy of the app's (a pool adds its own, such as
+        its metrics, with ``pool.hooks.add_hook``); none when the app did not load."""
+        return self.registry.hooks.lifecycle_copy() if self.registry is not None else Hooks()
+
+    def worker_kinds(self) -> WorkerKinds | None:
+        """Whether the app has sync and ``async def`` workers; None when it did not load."""
+        if self.registry is None:
+            return None
+        specs = list(self.registry)
+        return WorkerKinds(any(not s.is_async for s in specs), any(s.is_async for s in specs))
+
+    def require(self) -> WorkerRegistry:
+        """The registry; raises what stopped the app loading when it did not."""
+        if self.registry is None:
+            assert self.error is not None
+            raise self.error
+        return self.registry
 
 
 def code_version(app: str | None) -> str:

@@ -32,15 +32,13 @@ from kickside_engine.execution import max_execution, timeout_result
 from kickside_engine.hooks import Hooks, fire, fire_stop
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import ClaimedJob, JobState
-from kickside_engine.runtime.app import WorkerInfo, code_version, load_registry
-from kickside_engine.runtime.async_executor import AsyncProcessExecutor, AsyncThreadExecutor
+from kickside_engine.runtime.app import SupervisorApp, WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
+from kickside_engine.runtime.executor_kinds import executors_to_add, new_executor, starting_counts
 from kickside_engine.runtime.executors import (
     EXIT_MAIN_NOT_GUARDED,
     Executor,
-    ProcessExecutor,
     RunningJob,
-    ThreadExecutor,
     main_not_guarded,
     receive,
 )
@@ -53,7 +51,6 @@ from kickside_engine.store.claims import restamp_run
 from kickside_engine.store.database import Database
 from kickside_engine.store.settle import Settlement
 from kickside_engine.wire import decode_result
-from kickside_engine.workers import WorkerRegistry
 
 log = logging.getLogger("kickside.pool")
 
@@ -85,11 +82,15 @@ class ExecutorSet(Placement):
         stopping: threading.Event,
         on_free: Callable[[], None],
         on_failed: Callable[[KicksideError], None],
+        app: SupervisorApp,
         hooks: Hooks | None = None,
     ) -> None:
         super().__init__()
         self.db = db
         self.config = config
+        #: The app as the supervisor loaded it: what sizes the executors, and a thread pool's
+        #: registry.
+        self.app = app
         #: The app's ``on_start``, ``on_stop`` and ``on_discard`` hooks.
         self.hooks = hooks or Hooks()
         #: The selector the loop waits on: each executor's pipe is registered with it (data:
@@ -125,53 +126,18 @@ class ExecutorSet(Placement):
     # -- membership -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the pool's executors: the process executors, then the async ones.
-
-        Left to the pool (``None``), the counts follow the app's workers, read from its
-        registry here: process executors (the sum of the queues' concurrency) when it has a
-        sync worker, one async executor when it has an ``async def`` worker. An app that
-        cannot be imported here is left to the executors to report, with today's counts."""
-        kinds = self._worker_kinds()
-        processes = self.config.process_executors
-        if processes is None:
-            processes = self.config.executors if kinds is None or kinds[0] else 0
-        count = self.config.async_executors
-        if count is None and kinds is not None:
-            count = 1 if kinds[1] else 0
-        if count is None and processes == 0:
-            count = 1  # a process pool with no process executor learns its workers from it
-        if processes == 0 and not count:
-            processes = self.config.executors  # an app without workers: report it as ever
+        """Start the pool's executors, the process executors, then the async ones, as many
+        as :func:`~kickside_engine.runtime.executor_kinds.starting_counts` says for the app's
+        workers."""
+        processes, count = starting_counts(self.config, self.app.worker_kinds())
         for _ in range(processes):
             self.spawn()
-        for _ in range(count or 0):
+        for _ in range(count):
             self.spawn(is_async=True)
-
-    def _worker_kinds(self) -> tuple[bool, bool] | None:
-        """Whether the app has (sync, async) workers; None when it cannot be loaded here."""
-        try:
-            specs = list(self._registry())
-        except Exception:
-            return None
-        return any(not s.is_async for s in specs), any(s.is_async for s in specs)
-
-    def _registry(self) -> WorkerRegistry:
-        return self.config.registry or load_registry(self.config.app or "")
 
     def spawn(self, *, is_async: bool = False) -> Executor:
         """Start an executor of the current generation (a process, or a thread)."""
-        slots = self.config.slots_per_async_executor
-        ex: Executor
-        if self.config.mode == "process":
-            assert self.config.app is not None
-            if is_async:
-                ex = AsyncProcessExecutor(self.config.app, self.generation, slots)
-            else:
-                ex = ProcessExecutor(self.config.app, self.generation)
-        elif is_async:
-            ex = AsyncThreadExecutor(self._registry(), self.version, self.generation, slots)
-        else:
-            ex = ThreadExecutor(self._registry(), self.version, self.generation)
+        ex = new_executor(self.config, self.app, self.version, self.generation, is_async=is_async)
         self.executors.append(ex)
         self.selector.register(ex.conn.fileno(), selectors.EVENT_READ, ex)
         return ex
@@ -287,26 +253,14 @@ class ExecutorSet(Placement):
             self.on_failed(error)
 
     def _learn_workers(self, ex: Executor) -> None:
-        """Note ``ex``'s async workers; start an async executor for them if the pool has none
-        and the config leaves it to the app (``async_executors=None``)."""
+        """Note ``ex``'s async workers, and start executors of a kind they need that the pool
+        lacks (see :func:`~kickside_engine.runtime.executor_kinds.executors_to_add`)."""
         found = {w for w, info in ex.infos.items() if getattr(info, "is_async", False)}
         self.async_workers |= found
         if self.stopping.is_set():
             return
-        if (
-            found
-            and self.config.async_executors is None
-            and not any(other.is_async for other in self.executors)
-        ):
-            self.spawn(is_async=True)
-        if (
-            len(found) < len(ex.infos)
-            and self.config.process_executors is None
-            and not any(not other.is_async for other in self.executors)
-        ):
-            # New code brought sync workers to a pool that ran async workers only.
-            for _ in range(self.config.executors):
-                self.spawn()
+        for is_async in executors_to_add(self.config, self.executors, ex.infos, found):
+            self.spawn(is_async=is_async)
 
     def _finish(self, ex: Executor, token: int, result: ExecutionResult) -> None:
         """Take ``result`` of the job of lease ``token`` on ``ex``: its outcome waits in

@@ -33,7 +33,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.errors import KicksideError, PermissionDeniedError, PoolFailedError
 from kickside_engine.models import ClaimedJob
 from kickside_engine.plugins.cron import SchedulePublication
-from kickside_engine.runtime.app import app_hooks, load_registry
+from kickside_engine.runtime.app import SupervisorApp
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executor_set import ExecutorSet
 from kickside_engine.runtime.executors import Executor, refuse_while_bootstrapping
@@ -82,8 +82,10 @@ class WorkerPool:
         #: The cron entries this node runs, published on every heartbeat (none without plugins).
         self._schedule = SchedulePublication(config.schedule if config.run_plugins else ())
         self.stats: Counter[str] = Counter()
-        #: The app's pool-side hooks, loaded once (see :func:`app_hooks`).
-        self.hooks = app_hooks(config.registry, config.app)
+        #: The app as the supervisor sees it, imported once: its hooks and executor counts.
+        self.app = SupervisorApp.load(config.registry, config.app)
+        #: The app's pool-side hooks (a copy of its own: the pool may add to them).
+        self.hooks = self.app.hooks()
         self.executor_set = ExecutorSet(
             db,
             config,
@@ -93,6 +95,7 @@ class WorkerPool:
             stopping=self._stop,
             on_free=self._want_claim,
             on_failed=self._executors_failed,
+            app=self.app,
             hooks=self.hooks,
         )
         self.producer = Producer(
@@ -280,8 +283,8 @@ class WorkerPool:
             return
         try:
             self.db.require_current_schema()
-            if self.config.mode == "thread" and self.config.registry is None:
-                load_registry(self.config.app or "")
+            if self.config.mode == "thread":
+                self.app.require()  # a thread pool runs the app it loaded
             try:
                 self._beat()  # registers the node: the pool's first write
             except PermissionDeniedError as exc:

@@ -12,7 +12,7 @@ from textual.binding import Binding
 
 from kickside_engine import Job, NotFoundError
 from kickside_tui.adapter import Adapter, JobDetailData
-from kickside_tui.screens.job_actions import JobActions
+from kickside_tui.screens.job_actions import JOB_ACTION_BINDINGS, JOB_WRITE_ACTIONS, JobActions
 from kickside_tui.widgets.format import short_id
 from kickside_tui.widgets.job_detail import JobDetailPane
 
@@ -20,15 +20,10 @@ from kickside_tui.widgets.job_detail import JobDetailPane
 class JobScreen(JobActions):
     """The detail of one job, reloaded with every refresh while it is open."""
 
-    WRITE_ACTIONS = frozenset({"retry", "cancel", "discard", "wake", "park", "enable"})
+    WRITE_ACTIONS = JOB_WRITE_ACTIONS
     BINDINGS = [
         Binding("escape", "back", "Back"),
-        Binding("r", "retry", "Retry"),
-        Binding("c", "cancel", "Cancel"),
-        Binding("d", "discard", "Discard"),
-        Binding("w", "wake", "Wake"),
-        Binding("a", "park", "Park"),
-        Binding("e", "enable", "Resume"),
+        *JOB_ACTION_BINDINGS,
         # With Caps Lock on, a key arrives as its capital: say so rather than do anything.
         *(Binding(key, f"caps_lock('{key}')", show=False) for key in "RCDWAEJKY"),
     ]

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from textual.binding import Binding
+
 from kickside_engine import Job, JobKind, JobState
 from kickside_tui.screens.base import ViewScreen
 from kickside_tui.widgets.format import short_id
+
+#: The keys of :class:`JobActions`, for the ``BINDINGS`` of the screens that have them.
+JOB_ACTION_BINDINGS = (
+    Binding("r", "retry", "Retry"),
+    Binding("c", "cancel", "Cancel"),
+    Binding("d", "discard", "Discard"),
+    Binding("w", "wake", "Wake"),
+    Binding("a", "park", "Park"),
+    Binding("e", "enable", "Resume"),
+)
+#: The actions of :class:`JobActions`, all of which write (for ``WRITE_ACTIONS``).
+JOB_WRITE_ACTIONS = frozenset({"retry", "cancel", "discard", "wake", "park", "enable"})
 
 
 class JobActions(ViewScreen):

@@ -21,7 +21,7 @@ from kickside_engine.control import JobFilter, declared_sensitive_keys
 from kickside_tui.adapter import JobDetailData, JobsData
 from kickside_tui.screens.base import ActionFinished, describe_failure
 from kickside_tui.screens.bulk import BulkActions
-from kickside_tui.screens.job_actions import JobActions
+from kickside_tui.screens.job_actions import JOB_ACTION_BINDINGS, JOB_WRITE_ACTIONS, JobActions
 from kickside_tui.screens.job_filter import FILTER_FIELDS, describe_filter, parse_filter
 from kickside_tui.widgets.format import first_line, relative, short_id, state_text
 from kickside_tui.widgets.job_detail import JobDetailPane
@@ -70,14 +70,9 @@ class JobsScreen(JobActions, BulkActions):
     """Jobs by filter, newest first; the selected job's detail beside (or below) them."""
 
     VIEW = "jobs"
-    WRITE_ACTIONS = frozenset({"retry", "cancel", "discard", "wake", "park", "enable", "bulk"})
+    WRITE_ACTIONS = JOB_WRITE_ACTIONS | {"bulk"}
     BINDINGS = [
-        Binding("r", "retry", "Retry"),
-        Binding("c", "cancel", "Cancel"),
-        Binding("d", "discard", "Discard"),
-        Binding("w", "wake", "Wake"),
-        Binding("a", "park", "Park"),
-        Binding("e", "enable", "Resume"),
+        *JOB_ACTION_BINDINGS,
         Binding("b", "bulk", "Bulk…"),
         Binding("n", "page(1)", "Next page"),
         Binding("p", "page(-1)", "Prev page"),

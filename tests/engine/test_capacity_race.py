@@ -12,23 +12,17 @@ Each child also notes when its claim had returned; the stored start may never be
 
 from __future__ import annotations
 
-import random
-import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from kickside_engine import (
     CapacityDeclaration,
     Database,
     Job,
-    JobBuilder,
     JobState,
-    RunOutcome,
     WorkerSpec,
     claim,
     get_job_statuses,
@@ -36,7 +30,7 @@ from kickside_engine import (
 from kickside_engine.store.settings import set_setting
 
 from ..conftest import Target
-from ..support import slot_procs
+from ..support import racing, slot_procs
 
 PROCESSES = 8
 QUEUE = "capacity"
@@ -50,31 +44,17 @@ def _noop(args: dict[str, Any], job: Job) -> None:
 capped = WorkerSpec(name="capped", perform=_noop, queue=QUEUE, capacity=CAPACITY)
 
 
-@pytest.fixture(scope="module")
-def procs() -> Iterator[Any]:
-    pool = slot_procs.spawn_pool(PROCESSES)
-    try:
-        yield pool
-    finally:
-        pool.close()
-        pool.join()
+procs = racing.spawned_processes(PROCESSES)
 
 
-def enqueue_jobs(db: Database, count: int, keys: int = 5) -> list[str]:
-    return [
-        str(JobBuilder.for_worker(capped, {"i": i}).concurrency_key(f"key{i % keys}").insert(db).id)
-        for i in range(count)
-    ]
+def enqueue_jobs(db: Database, count: int) -> list[str]:
+    return racing.keyed_jobs(db, capped, count, keys=5)
 
 
 def run_all(procs: Any, target: Target, job_ids: list[str]) -> dict[str, datetime]:
     """Let every process claim until the jobs are done; when each job's claim committed."""
     per_child = procs.starmap(
-        slot_procs.run_capacity_jobs,
-        [
-            (target.url, target.schema, QUEUE, job_ids, f"p{n}", random.randrange(1 << 30))
-            for n in range(PROCESSES)
-        ],
+        slot_procs.run_capacity_jobs, racing.racer_args(target, QUEUE, job_ids, PROCESSES)
     )
     admitted = {job_id: at for child in per_child for job_id, at in child}
     assert sorted(admitted) == sorted(job_ids)  # each job ran exactly once
@@ -83,19 +63,8 @@ def run_all(procs: Any, target: Target, job_ids: list[str]) -> dict[str, datetim
 
 def executions(db: Database, admitted: dict[str, datetime]) -> list[tuple[str, datetime, datetime]]:
     """``(concurrency_key, started_at, finished_at)`` per job, from the run history as stored."""
-    job, run = db.tables.job, db.tables.job_run
-    with db.read() as conn:
-        rows = conn.execute(
-            sa.select(
-                job.c.id, job.c.concurrency_key, run.c.started_at, run.c.finished_at, run.c.outcome
-            )
-            .join(run, run.c.job_id == job.c.id)
-            .where(job.c.id.in_([uuid.UUID(i) for i in admitted]))
-        ).all()
-    assert len(rows) == len(admitted)
     out = []
-    for r in rows:
-        assert r.outcome == RunOutcome.COMPLETED.value
+    for r in racing.completed_runs(db, list(admitted)):
         assert r.started_at <= admitted[str(r.id)] <= r.finished_at
         out.append((r.concurrency_key, r.started_at, r.finished_at))
     return out

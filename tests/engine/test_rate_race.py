@@ -9,22 +9,18 @@ any key more than the key's rate; and the limits must have been reached, so the 
 
 from __future__ import annotations
 
-import random
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from kickside_engine import CapacityDeclaration, Database, Job, JobBuilder, RunOutcome, WorkerSpec
+from kickside_engine import CapacityDeclaration, Database, Job, WorkerSpec
 from kickside_engine.store.settings import set_setting
 
 from ..conftest import Target
-from ..support import claim_procs, slot_procs
+from ..support import claim_procs, racing
 
 PROCESSES = 8
 QUEUE = "rated"
@@ -39,39 +35,17 @@ def _noop(args: dict[str, Any], job: Job) -> None:
 rated = WorkerSpec(name="rated", perform=_noop, queue=QUEUE, capacity=RATED)
 
 
-@pytest.fixture(scope="module")
-def procs() -> Iterator[Any]:
-    pool = slot_procs.spawn_pool(PROCESSES)
-    try:
-        yield pool
-    finally:
-        pool.close()
-        pool.join()
+procs = racing.spawned_processes(PROCESSES)
 
 
 def enqueue_jobs(db: Database, count: int, keys: int) -> list[str]:
-    return [
-        str(JobBuilder.for_worker(rated, {"i": i}).concurrency_key(f"key{i % keys}").insert(db).id)
-        for i in range(count)
-    ]
+    return racing.keyed_jobs(db, rated, count, keys)
 
 
 def race(procs: Any, target: Target, job_ids: list[str]) -> None:
     start_at = time.time() + 2.0  # every racer's interpreter is up before the first claim
     ran = procs.starmap(
-        claim_procs.claim_rated,
-        [
-            (
-                target.url,
-                target.schema,
-                QUEUE,
-                job_ids,
-                f"p{n}",
-                random.randrange(1 << 30),
-                start_at,
-            )
-            for n in range(PROCESSES)
-        ],
+        claim_procs.claim_rated, racing.racer_args(target, QUEUE, job_ids, PROCESSES, start_at)
     )
     assert sum(ran) == len(job_ids)  # each job ran exactly once
     assert sum(1 for n in ran if n) > 1  # several processes took part
@@ -79,16 +53,7 @@ def race(procs: Any, target: Target, job_ids: list[str]) -> None:
 
 def starts(db: Database, job_ids: list[str]) -> list[tuple[str, datetime]]:
     """``(concurrency_key, started_at)`` of every run of ``job_ids``, as stored."""
-    job, run = db.tables.job, db.tables.job_run
-    with db.read() as conn:
-        rows = conn.execute(
-            sa.select(job.c.concurrency_key, run.c.started_at, run.c.outcome)
-            .join(run, run.c.job_id == job.c.id)
-            .where(job.c.id.in_([uuid.UUID(i) for i in job_ids]))
-        ).all()
-    assert len(rows) == len(job_ids)
-    assert {r.outcome for r in rows} == {RunOutcome.COMPLETED.value}
-    return [(r.concurrency_key, r.started_at) for r in rows]
+    return [(r.concurrency_key, r.started_at) for r in racing.completed_runs(db, job_ids)]
 
 
 def per_second(runs: list[tuple[str, datetime]]) -> tuple[Counter[Any], Counter[Any]]:

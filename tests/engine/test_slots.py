@@ -55,7 +55,7 @@ from kickside_engine.slots import (
 from kickside_engine.store.rows import run_from_row
 
 from ..conftest import Target
-from ..support import slot_procs
+from ..support import racing, slot_procs
 
 NS, SCOPE = "app.sync", "tenant:1"
 
@@ -500,14 +500,7 @@ def test_slot_actions_refuse_other_jobs(db: Database) -> None:
 # --- races between processes -------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def procs() -> Iterator[Any]:
-    pool = slot_procs.spawn_pool(4)
-    try:
-        yield pool
-    finally:
-        pool.close()
-        pool.join()
+procs = racing.spawned_processes(4)
 
 
 @pytest.mark.slow

@@ -13,10 +13,8 @@ twice would break the step's CHECK, failing that settle), and each then runs exa
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 
 from kickside_engine import Database, JobBuilder, JobState, Workflow, get_workflow
@@ -24,21 +22,14 @@ from kickside_engine.testing import drain_jobs
 from kickside_engine.workers import WorkerRegistry
 
 from ..conftest import Target
-from ..support import slot_procs, workflow_procs
+from ..support import racing, workflow_procs
 
 PROCESSES = 8
 ROUNDS = 6
 QUEUE = "race"
 
 
-@pytest.fixture(scope="module")
-def procs() -> Iterator[Any]:
-    pool = slot_procs.spawn_pool(PROCESSES)
-    try:
-        yield pool
-    finally:
-        pool.close()
-        pool.join()
+procs = racing.spawned_processes(PROCESSES)
 
 
 def _round(db: Database, n: int) -> tuple[list[str], list[str]]:
