@@ -151,8 +151,10 @@ def _migrate(target: Target) -> None:
 
 
 def reset(db: Database) -> None:
-    """Empty the job and run tables, so a workload starts from nothing (pools may be running)."""
-    names = [db.tables.job_run, db.tables.job]
+    """Empty the job tables (runs, workflow steps and edges too), so a workload starts from
+    nothing (pools may be running)."""
+    t = db.tables
+    names = [t.workflow_edge, t.workflow_step, t.job_run, t.job]
     quote = db.engine.dialect.identifier_preparer.format_table
     with db.begin() as conn:
         if db.is_postgresql:
@@ -166,5 +168,5 @@ def analyze(db: Database) -> None:
     """Refresh the planner's statistics, as autovacuum would have after a big insert."""
     quote = db.engine.dialect.identifier_preparer.format_table
     with db.begin() as conn:
-        for table in (db.tables.job, db.tables.job_run):
+        for table in (db.tables.job, db.tables.job_run, db.tables.workflow_step):
             conn.execute(text(f"ANALYZE {quote(table)}"))
