@@ -44,6 +44,8 @@ AUDIT = (
 #: or more at a million jobs), which no refresh waits for. A slow doctor runs less often.
 DOCTOR_EVERY = timedelta(seconds=30)
 DOCTOR_SLOWDOWN = 20
+#: The doctor's run time is shown once it reaches this many seconds (a quick one says nothing).
+SHOW_DOCTOR_TIME_FROM_S = 1.0
 FINDING_STYLES = {"ok": "green", "warn": "bold dark_orange", "fail": "bold red"}
 PLOTS_TITLE = (
     f"Per queue over the last {SPARK_WINDOW.total_seconds() / 60:.0f} minutes,"
@@ -91,7 +93,7 @@ def render_doctor_status(run: DoctorRun, now: datetime) -> Text:
         text.append("running the doctor…" if run.running else "the doctor has not run yet")
         return text
     text.append(f"checked at {stamp(run.at)} ({relative(run.at, now)})", style="bold")
-    if run.took_s >= 1:
+    if run.took_s >= SHOW_DOCTOR_TIME_FROM_S:
         text.append(f", took {run.took_s:.1f}s")
     if run.running:
         text.append(" · running again…", style="italic")

@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 
 from kickside_engine import connect_database, migrate
 from kickside_tui.app import KicksideApp
+from kickside_tui.screens import metrics
 
 from .fixtures import build_demo_data, demo_app, settle
 
@@ -27,6 +28,13 @@ VIEW_KEYS = {
     "metrics": "6",
     "ops": "7",
 }
+
+
+@pytest.fixture(autouse=True)
+def _doctor_time_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot is the layout, not this machine's speed: a doctor slowed past a second by a
+    loaded CI machine would add ", took 1.3s" to the Metrics view."""
+    monkeypatch.setattr(metrics, "SHOW_DOCTOR_TIME_FROM_S", float("inf"))
 
 
 @pytest.fixture(scope="module")
