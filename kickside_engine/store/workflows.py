@@ -239,13 +239,10 @@ def _cancel_downstream(
         job.c.attempt,
     )
     cancelled: list[uuid.UUID] = []
-    steps = dict(
-        conn.execute(
-            select(step.c.job_id, step.c.step).where(
-                step.c.job_id.in_({r.upstream_id for r in failed.values()})
-            )
-        ).all()
-    )
+    steps: dict[uuid.UUID, str] = {}
+    for upstreams in _chunks(sorted({r.upstream_id for r in failed.values()})):
+        found = select(step.c.job_id, step.c.step).where(step.c.job_id.in_(upstreams))
+        steps.update((row[0], row[1]) for row in conn.execute(found))
     for ids in _chunks(sorted(failed)):
         stmt = (
             select(*columns)
@@ -460,19 +457,23 @@ def delete_final_workflows(db: Database, cutoff: datetime, batch: int) -> int:
     deleted = 0
     with db.begin() as conn:
         for workflow_id in sorted(conn.execute(ready_workflows).scalars()):
-            ids = list(
+            ids = sorted(
                 conn.execute(
                     select(step.c.job_id).where(step.c.workflow_id == workflow_id)
                 ).scalars()
             )
-            locked = select(job.c.id).where(job.c.id.in_(ids)).order_by(job.c.id)
-            if db.is_postgresql:
-                locked = locked.with_for_update()
-            conn.execute(locked).all()
-            # Re-checked under the locks: an operator may have retried one meanwhile.
-            still_open = conn.execute(
-                select(func.count()).where(job.c.id.in_(ids), ~old_final)
-            ).scalar_one()
+            # In chunks (a workflow may hold more jobs than some SQLite builds bind at once),
+            # locked in id order; re-checked under the locks: an operator may have retried
+            # one meanwhile.
+            still_open = 0
+            for chunk in _chunks(ids):
+                locked = select(job.c.id).where(job.c.id.in_(chunk)).order_by(job.c.id)
+                if db.is_postgresql:
+                    locked = locked.with_for_update()
+                conn.execute(locked).all()
+                still_open += conn.execute(
+                    select(func.count()).where(job.c.id.in_(chunk), ~old_final)
+                ).scalar_one()
             if still_open:
                 continue
             for chunk in _chunks(ids):
