@@ -22,6 +22,7 @@ commit (nothing on rollback), exactly as for the sync calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -31,11 +32,12 @@ from kickside_engine.api import get_job, get_job_statuses
 from kickside_engine.audit import Actor
 from kickside_engine.clock import ensure_aware, utcnow
 from kickside_engine.errors import ConflictError
-from kickside_engine.ids import parse_job_id
+from kickside_engine.ids import parse_job_id, parse_uuid
 from kickside_engine.models import Job, JobState
 from kickside_engine.purge import PurgePending, PurgeResult, purge_slot_in_transaction
 from kickside_engine.slots import disable_slot, enable_slot, park_job
 from kickside_engine.store.async_database import AsyncDatabase
+from kickside_engine.store.final_watch import async_final_watch, hears_final, mark_awaited
 from kickside_engine.store.notify import local_signal
 from kickside_engine.waiting import JobResult, Waiting
 from kickside_engine.wake import (
@@ -298,8 +300,24 @@ async def wait_for_async(
     loop; how it ended (see :func:`~kickside_engine.waiting.wait_for`: the same pauses,
     errors and timeout)."""
     waiting = Waiting(job_id, timeout)
-    while True:
-        outcome = waiting.after(await get_job_async(adb, job_id))
-        if isinstance(outcome, JobResult):
-            return outcome
-        await asyncio.sleep(outcome)
+    parsed = parse_uuid(job_id)
+    if parsed is not None and adb.is_postgresql:
+        await adb.require_current_schema()  # then hears_final() reads no database
+    if parsed is None or not hears_final(adb.db):
+        while True:
+            outcome = waiting.after(await get_job_async(adb, job_id))
+            if isinstance(outcome, JobResult):
+                return outcome
+            await asyncio.sleep(outcome)
+    heard = asyncio.Event()
+    async with async_final_watch(adb).watching(parsed, heard.set, waiting.left()) as listening:
+        if listening:
+            await adb.run(lambda c: mark_awaited(adb.db, c, parsed))
+        waiting.heard = listening
+        while True:
+            heard.clear()
+            outcome = waiting.after(await get_job_async(adb, parsed))
+            if isinstance(outcome, JobResult):
+                return outcome
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(heard.wait(), outcome)

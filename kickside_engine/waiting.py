@@ -1,16 +1,21 @@
 """Waiting for a job to finish: :func:`wait_for`.
 
 A job's result is written by the settle statement that completes it
-(:mod:`kickside_engine.store.settle`), so a waiter reads the job until it is final. The read is
-one primary-key lookup; between reads the waiter sleeps, 10 ms at first, growing by half each
-time up to 200 ms, so a quick job is seen quickly and a long one costs five reads a second,
-never a busy loop. Completions are not notified on PostgreSQL (a notification per finished job
-would tax the pool's hot path, see :mod:`kickside_engine.store.listen`), so both databases wait
-the same way.
+(:mod:`kickside_engine.store.settle`), so a waiter reads the job (one primary-key lookup) when
+it may have become final:
+
+- On PostgreSQL the waiter flags the job as awaited, and the database notifies the moment it
+  becomes final or is deleted (:mod:`kickside_engine.store.final_watch`: one listening
+  connection per handle and process, whatever the number of waiters). Between notifications it
+  reads the job every :data:`HEARD_POLL_SECONDS` as a safety net, never more often.
+- On SQLite (and on a PostgreSQL schema older than revision 0012, during a rolling upgrade) it
+  reads the job every 10 ms at first, the pause growing by half each time up to 200 ms: a
+  quick job is seen quickly and a long one costs five reads a second, never a busy loop.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,13 +24,17 @@ from typing import Any
 
 from kickside_engine.api import get_job
 from kickside_engine.errors import InvalidArgumentError, NotFoundError, WaitTimeoutError
+from kickside_engine.ids import parse_uuid
 from kickside_engine.models import FINAL_STATES, Job, JobState
 from kickside_engine.store.database import Database
+from kickside_engine.store.final_watch import final_watch, hears_final, mark_awaited
 
-#: The first pause between two reads of the job, and the longest.
+#: The first pause between two reads of the job, and the longest (without notifications).
 FIRST_POLL_SECONDS = 0.01
 MAX_POLL_SECONDS = 0.2
 _GROWTH = 1.5
+#: The longest pause between two reads when the job's end is notified.
+HEARD_POLL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -63,11 +72,25 @@ def wait_for(
     A slot never becomes final: waiting for one ends only with the timeout.
     """
     waiting = Waiting(job_id, timeout)
-    while True:
-        outcome = waiting.after(get_job(db, job_id))
-        if isinstance(outcome, JobResult):
-            return outcome
-        time.sleep(outcome)
+    parsed = parse_uuid(job_id)
+    if parsed is None or not hears_final(db):
+        while True:
+            outcome = waiting.after(get_job(db, job_id))
+            if isinstance(outcome, JobResult):
+                return outcome
+            time.sleep(outcome)
+    heard = threading.Event()
+    with final_watch(db).watching(parsed, heard.set, waiting.left()) as listening:
+        if listening:
+            with db.begin() as conn:
+                mark_awaited(db, conn, parsed)
+        waiting.heard = listening
+        while True:
+            heard.clear()
+            outcome = waiting.after(get_job(db, parsed))
+            if isinstance(outcome, JobResult):
+                return outcome
+            heard.wait(outcome)
 
 
 class Waiting:
@@ -79,6 +102,12 @@ class Waiting:
         self.limit = _timeout_seconds(timeout)
         self.deadline = None if self.limit is None else time.monotonic() + self.limit
         self.pause = FIRST_POLL_SECONDS
+        #: Whether the job's end will be notified: then pause the longest between reads.
+        self.heard = False
+
+    def left(self) -> float | None:
+        """Seconds until the timeout (None: no timeout)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
 
     def after(self, job: Job | None) -> JobResult | float:
         """How the wait ended with ``job`` as just read, or the seconds to pause before the
@@ -87,8 +116,8 @@ class Waiting:
             raise NotFoundError(f"no job with id {self.job_id}", {"job_id": str(self.job_id)})
         if job.state in FINAL_STATES:
             return JobResult.of(job)
-        pause = self.pause
-        self.pause = min(pause * _GROWTH, MAX_POLL_SECONDS)
+        pause = HEARD_POLL_SECONDS if self.heard else self.pause
+        self.pause = min(self.pause * _GROWTH, MAX_POLL_SECONDS)
         if self.deadline is None:
             return pause
         left = self.deadline - time.monotonic()
