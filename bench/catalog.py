@@ -33,6 +33,7 @@ from bench.workloads.history import CLAIMED_JOBS, LARGE_HISTORY, SMALL_HISTORY, 
 from bench.workloads.keyed import keyed_claims
 from bench.workloads.latency import LATENCY_JOBS, LATENCY_MINIMUM, latency, latency_inprocess
 from bench.workloads.multinode import multi_node
+from bench.workloads.otel_cost import otel_cost
 from bench.workloads.rate_limits import rate_limits
 from bench.workloads.work_per_job import WORK_JOBS, work_per_job
 from bench.workloads.workflows import workflows
@@ -114,6 +115,12 @@ WORKLOADS: tuple[Workload, ...] = (
         "11 workflows: a 10,000-job fan-out/fan-in, releases and cost per job",
         BOTH,
         workflows,
+    ),
+    Workload(
+        "otel_cost",
+        "22 OpenTelemetry: drains and enqueues traced and untraced, alternately",
+        BOTH,
+        otel_cost,
     ),
     Workload(
         "work_per_job",

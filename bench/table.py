@@ -426,6 +426,16 @@ def _rows() -> list[Row]:
                     target=target,
                 )
             )
+        for title, name, unit, higher in (
+            ("OpenTelemetry: drain, untraced", "plain_jobs_per_s", "jobs/s", True),
+            ("OpenTelemetry: drain, traced", "traced_jobs_per_s", "jobs/s", True),
+            ("OpenTelemetry: pool CPU per job, untraced", "plain_cpu_us_per_job", "µs", False),
+            ("OpenTelemetry: pool CPU per job, traced", "traced_cpu_us_per_job", "µs", False),
+            ("OpenTelemetry: tracing's CPU per job", "tracing_cpu_us_per_job", "µs", False),
+            ("OpenTelemetry: single enqueue in a span, untraced", "plain_enqueue_us", "µs", False),
+            ("OpenTelemetry: single enqueue in a span, traced", "traced_enqueue_us", "µs", False),
+        ):
+            rows.append(Row("22", prefix + title, "otel_cost", name, unit, higher, backend=backend))
     for number, title, workload, name, unit, higher in (
         ("8", "SQLite: bulk enqueue", "bulk_enqueue", "jobs_per_s", "jobs/s", True),
         (

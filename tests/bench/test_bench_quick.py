@@ -221,3 +221,16 @@ def test_quick_workflows_release_every_step_and_compare_with_plain_jobs(
     for name in ("final_release_max_ms", "leaf_settle_p99_ms", "fanout_release_ms", "cost_ratio"):
         assert _number(metrics[name]), name
     assert "| 11 |" in proc.stdout and "workflow job / plain job" in proc.stdout
+
+
+def test_quick_otel_cost_drains_traced_and_untraced(target: Target, tmp_path: Path) -> None:
+    proc = _run_quick(target, tmp_path / "otel", "--no-pgbench", only=("otel_cost",))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (json_file,) = (tmp_path / "otel").glob("*.json")
+    (entry,) = json.loads(json_file.read_text())["results"]
+    assert entry["error"] is None
+    metrics = entry["metrics"]
+    for name in ("plain_jobs_per_s", "traced_jobs_per_s", "plain_enqueue_us", "traced_enqueue_us"):
+        assert _number(metrics[name]) and metrics[name] > 0, name
+    assert _number(metrics["tracing_cpu_us_per_job"])
+    assert "| 22 |" in proc.stdout and "tracing's CPU per job" in proc.stdout
