@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 import kickside_engine.waiting as waiting_rules
-from kickside_engine import WaitTimeoutError, claim, complete, wait_for
+from kickside_engine import ClaimedJob, WaitTimeoutError, claim, complete, wait_for
 
 from .slot_procs import TASK_DEADLINE_S, _open
 
@@ -26,7 +26,7 @@ def settle_at(
     rng = random.Random(seed)
     with _open(url, schema) as db:
         deadline = time.monotonic() + TASK_DEADLINE_S
-        claimed = []
+        claimed: list[ClaimedJob] = []
         while len(claimed) < count:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{node}: claimed {len(claimed)} of {count}")
