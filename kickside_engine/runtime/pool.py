@@ -71,6 +71,8 @@ class WorkerPool:
         #: once: building a selector per wait cost more than the rest of the wait.
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.wakeups.fileno(), selectors.EVENT_READ, None)
+        #: Whether the last select found the self-pipe readable.
+        self._poked = False
         self._next_poll = 0.0
         self._next_beat = 0.0
         #: Database trouble: backoff, and one log line when it goes and one when it is back.
@@ -162,7 +164,8 @@ class WorkerPool:
         self.request_stop()
 
     def _handle_events(self) -> None:
-        for event in self.wakeups.take():
+        readable, self._poked = self._poked, False
+        for event in self.wakeups.take(readable):
             if event == "reload":
                 self.executor_set.upgrade(waiting=self.producer.buffer)
             elif event.startswith("cancel:"):
@@ -239,7 +242,9 @@ class WorkerPool:
                 # is checked against the database (a cancel) or harmless (a claim, a reload).
                 for payload in ex.receive():
                     self.wakeups.events.append("nudge" if payload == "stop" else payload)
-            elif ex is not None and ex in executors.executors:  # not retired by an earlier one
+            elif ex is None:
+                self._poked = True  # the self-pipe: read it before the events (_handle_events)
+            elif ex in executors.executors:  # not retired by an earlier one
                 executors.receive(ex)
 
     def _step(self) -> None:

@@ -52,12 +52,14 @@ class Wakeups:
         """The LISTEN callback: another process changed something on PostgreSQL."""
         self.poke(payload)
 
-    def take(self) -> Iterator[str]:
-        """Empty the pipe, then yield the events posted, oldest first, until none is left
-        (including those posted while the caller acts on earlier ones)."""
-        with contextlib.suppress(BlockingIOError, OSError):
-            while os.read(self._read, 4096):
-                pass
+    def take(self, readable: bool = True) -> Iterator[str]:
+        """Read the pipe if the loop's selector found it ``readable`` (one read: bytes beyond
+        it keep the pipe readable for the next select), then yield the events posted, oldest
+        first, until none is left (including those posted while the caller acts on earlier
+        ones). Events do not wait for the pipe: a poke appends its event before its byte."""
+        if readable:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._read, 4096)
         while self.events:
             yield self.events.popleft()
 

@@ -283,7 +283,6 @@ _RUN_COLUMNS = '"r_token" uuid, "r_finished_at" timestamptz, "r_duration_ms" big
 #: psycopg adapting a dozen arrays, and it keeps the statement text the same whatever the
 #: batch size, so it is prepared once.
 _BATCH = "jsonb_to_recordset(CAST(:s_batch AS jsonb))"
-_encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @lru_cache(maxsize=64)
@@ -350,11 +349,16 @@ def _unnest_ctes(job_table: str, run_table: str, keys: tuple[str, ...]) -> tuple
 
 
 def _json_value(value: Any) -> Any:
+    """The JSON form of a value the encoder does not know (called for those only, by the C
+    encoder): a timestamp as ISO 8601, an id as text."""
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
         return str(value)
-    return value
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, default=_json_value).encode
 
 
 def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSettle | None:
@@ -372,20 +376,22 @@ def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSett
             return None
     if any(k not in _PG_TYPES for k in keys):
         return None
-    rows = [
-        {
-            "_id": str(s.job_id),
-            "_node": s.node,
-            "_token": str(s.lease_token),
-            "r_token": str(s.lease_token),
-            "r_finished_at": s.finished_at.isoformat(),
-            "r_duration_ms": s.duration_ms,
-            "r_outcome": s.run_outcome.value,
-            "r_error": s.run_error,
-            **{k: _json_value(s.values[k]) for k in keys},
-        }
-        for s in settlements
-    ]
+    rows = []
+    for s in settlements:
+        token = str(s.lease_token)
+        rows.append(
+            {
+                "_id": str(s.job_id),
+                "_node": s.node,
+                "_token": token,
+                "r_token": token,
+                "r_finished_at": s.finished_at.isoformat(),
+                "r_duration_ms": s.duration_ms,
+                "r_outcome": s.run_outcome.value,
+                "r_error": s.run_error,
+                **s.values,  # every settlement has exactly ``keys``: datetimes and ids encode below
+            }
+        )
     return UnnestSettle(
         keys,
         {
