@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from kickside_engine.api import get_job, get_job_statuses
 from kickside_engine.audit import Actor
 from kickside_engine.clock import ensure_aware, utcnow
-from kickside_engine.errors import ConflictError
+from kickside_engine.errors import ConflictError, PermissionDeniedError
 from kickside_engine.ids import parse_job_id, parse_uuid
 from kickside_engine.models import Job, JobState
 from kickside_engine.purge import PurgePending, PurgeResult, purge_slot_in_transaction
@@ -312,7 +312,10 @@ async def wait_for_async(
     heard = asyncio.Event()
     async with async_final_watch(adb).watching(parsed, heard.set, waiting.left()) as listening:
         if listening:
-            await adb.run(lambda c: mark_awaited(adb.db, c, parsed))
+            try:
+                await adb.run(lambda c: mark_awaited(adb.db, c, parsed))
+            except PermissionDeniedError:  # a role that may only read: it reads the job
+                listening = False
         waiting.heard = listening
         while True:
             heard.clear()

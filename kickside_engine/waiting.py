@@ -8,7 +8,8 @@ it may have become final:
   becomes final or is deleted (:mod:`kickside_engine.store.final_watch`: one listening
   connection per handle and process, whatever the number of waiters). Between notifications it
   reads the job every :data:`HEARD_POLL_SECONDS` as a safety net, never more often.
-- On SQLite (and on a PostgreSQL schema older than revision 0012, during a rolling upgrade) it
+- On SQLite (and on a PostgreSQL schema older than revision 0012, during a rolling upgrade, or
+  for a role that may only read, which cannot flag the job) it
   reads the job every 10 ms at first, the pause growing by half each time up to 200 ms: a
   quick job is seen quickly and a long one costs five reads a second, never a busy loop.
 """
@@ -23,7 +24,12 @@ from datetime import timedelta
 from typing import Any
 
 from kickside_engine.api import get_job
-from kickside_engine.errors import InvalidArgumentError, NotFoundError, WaitTimeoutError
+from kickside_engine.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    WaitTimeoutError,
+)
 from kickside_engine.ids import parse_uuid
 from kickside_engine.models import FINAL_STATES, Job, JobState
 from kickside_engine.store.database import Database
@@ -82,8 +88,11 @@ def wait_for(
     heard = threading.Event()
     with final_watch(db).watching(parsed, heard.set, waiting.left()) as listening:
         if listening:
-            with db.begin() as conn:
-                mark_awaited(db, conn, parsed)
+            try:
+                with db.begin() as conn:
+                    mark_awaited(db, conn, parsed)
+            except PermissionDeniedError:  # a role that may only read: it reads the job
+                listening = False
         waiting.heard = listening
         while True:
             heard.clear()

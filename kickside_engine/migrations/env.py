@@ -23,6 +23,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection, MetaData
 
+from kickside_engine.store.final_watch import add_awaited_column
 from kickside_engine.store.revisions import VERSION_TABLE, record_compatibility
 from kickside_engine.store.tables import build_tables
 
@@ -41,6 +42,7 @@ def _target_metadata(source: MetaData) -> MetaData:
     metadata = MetaData(schema=source.schema)
     for table in source.sorted_tables:
         table.to_metadata(metadata)
+    add_awaited_column(metadata, source.schema)  # declared by waiters alone (store/final_watch)
     return metadata
 
 

@@ -70,6 +70,13 @@ def awaited_table(schema: str | None) -> Table:
     )
 
 
+def add_awaited_column(metadata: MetaData, schema: str | None) -> None:
+    """Put ``awaited`` on ``metadata``'s copy of the job table (never the store's own): the
+    schema as the migrations make it, for autogenerate and the tests to compare with."""
+    job = metadata.tables[f"{schema}.kickside_job" if schema else "kickside_job"]
+    job.append_column(awaited_table(schema).c.awaited._copy())
+
+
 def hears_final(db: Database) -> bool:
     """Whether waiters on ``db`` are notified (PostgreSQL at 0012 or newer); checks the schema
     once per handle (an async caller checks it first, without blocking its loop)."""

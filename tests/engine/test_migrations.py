@@ -8,7 +8,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from kickside_engine import Database, MigrationError, NotFoundError, migrate
-from kickside_engine.store.final_watch import awaited_table
+from kickside_engine.store.final_watch import add_awaited_column
 from kickside_engine.store.tables import build_tables
 
 ENGINE_TABLES = {
@@ -35,12 +35,11 @@ def test_upgrade_creates_every_engine_table(db: Database) -> None:
 
 def _engine_metadata(schema: str | None) -> sa.MetaData:
     """The store's tables, with the job's ``awaited`` column that only waiters declare
-    (``store/final_watch.py``) put back."""
+    (``store/final_watch.py``) put back on a copy."""
     metadata = sa.MetaData()
     for table in build_tables(schema).metadata.sorted_tables:
         table.to_metadata(metadata)
-    job = metadata.tables[f"{schema}.kickside_job" if schema else "kickside_job"]
-    job.append_column(awaited_table(schema).c.awaited._copy())
+    add_awaited_column(metadata, schema)
     return metadata
 
 

@@ -22,7 +22,14 @@ from sqlalchemy.engine import make_url
 from textual.widgets import DataTable
 from typer.testing import CliRunner, Result
 
-from kickside_engine import Database
+from kickside_engine import (
+    Database,
+    JobBuilder,
+    WaitTimeoutError,
+    claim,
+    complete,
+    wait_for,
+)
 from kickside_tui import app as tui
 from kickside_tui.app import KicksideApp
 from kickside_tui.screens.base import ViewScreen
@@ -87,6 +94,20 @@ def test_reads_work_for_a_role_that_may_only_read(db: Database, reader: Target) 
             assert result.exit_code in allowed, (name, result.stderr)
             assert "permission denied" not in result.output, (name, result.output[-500:])
     assert snapshot(db) == before
+
+
+def test_a_role_that_may_only_read_can_wait_for_a_job(db: Database, reader: Target) -> None:
+    # It cannot flag the job for a notification (PostgreSQL), so it reads the job until the end.
+    job_id = JobBuilder("w").insert(db).id
+    reader_db = reader.open()
+    try:
+        with pytest.raises(WaitTimeoutError):
+            wait_for(reader_db, job_id, timeout=0.3)
+        (claimed,) = claim(db, queue="default", node="n", limit=1)
+        assert complete(db, claimed, result=[1])
+        assert wait_for(reader_db, job_id, timeout=30).result == [1]
+    finally:
+        reader_db.dispose()
 
 
 def test_every_action_fails_cleanly_for_a_role_that_may_only_read(

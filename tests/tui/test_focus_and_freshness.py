@@ -18,6 +18,7 @@ from kickside_engine import Database, JobBuilder, JobState, enqueue, get_job
 from kickside_engine.control.health import HealthReport
 from kickside_tui.adapter import Adapter
 from kickside_tui.app import KicksideApp
+from kickside_tui.screens import metrics
 from kickside_tui.screens.confirm import ConfirmScreen
 from kickside_tui.screens.job import JobScreen
 from kickside_tui.screens.jobs import JobsScreen
@@ -145,7 +146,13 @@ class CountingAdapter(Adapter):
         return super().health(now)
 
 
-def test_the_doctor_says_when_it_ran_and_runs_again_on_its_own(db: Database) -> None:
+def test_the_doctor_says_when_it_ran_and_runs_again_on_its_own(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The schedule, not the machine's speed: a doctor slowed by a loaded machine would show
+    # its run time and stretch its interval (both its own rules).
+    monkeypatch.setattr(metrics, "SHOW_DOCTOR_TIME_FROM_S", float("inf"))
+    monkeypatch.setattr(metrics, "DOCTOR_SLOWDOWN", 0)
     build_demo_data(db)
     clock = [NOW]
     adapter = CountingAdapter(db, clock=lambda: clock[0], schedule=SCHEDULE)
