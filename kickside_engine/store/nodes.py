@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from kickside_engine.store.database import Database
 from kickside_engine.store.revisions import head_revision, revision_at_least
@@ -79,6 +79,17 @@ def local_node_pids(db: Database, host: str) -> list[tuple[str, int]]:
     with db.read() as conn:
         rows = conn.execute(select(table.c.name, table.c.pid).where(table.c.host == host))
         return [(r.name, r.pid) for r in rows]
+
+
+def count_live_nodes(db: Database, since: datetime) -> int:
+    """How many registered nodes beat at or after ``since``."""
+    table = db.tables.node
+    with db.read() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).select_from(table).where(table.c.heartbeat_at >= since)
+            ).scalar_one()
+        )
 
 
 @dataclass(frozen=True)

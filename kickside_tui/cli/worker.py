@@ -113,8 +113,8 @@ def _leases_text(config: PoolConfig) -> str:
 
 
 def reload(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """Ask every pool to load new worker code in place (a datagram on SQLite, NOTIFY on
-    PostgreSQL, SIGHUP to this host's pools that neither reached)."""
+    """Ask every pool to load new worker code in place (NOTIFY on PostgreSQL; on SQLite a
+    datagram, and SIGHUP to this host's pools that no datagram reached)."""
     _reload(ctx, as_json=as_json)
 
 
