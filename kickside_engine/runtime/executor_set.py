@@ -205,6 +205,7 @@ class ExecutorSet(Placement):
         for ex, claimed in assigned:
             deadline = mono + self._max_execution(ex, claimed).total_seconds()
             ex.jobs[claimed.lease_token.int] = RunningJob(claimed, mono, deadline)
+            self.next_deadline = min(self.next_deadline, deadline)
             if claimed.lease_token in self.restamp:
                 self.restamp.discard(claimed.lease_token)
                 restamp_run(self.db, claimed.lease_token, ex.version)
@@ -326,6 +327,8 @@ class ExecutorSet(Placement):
         """Time out the executions past their deadline: a process executor is killed and
         replaced; an async executor is told to cancel the task, and killed and replaced when
         its loop does not bring the task back within :data:`CANCEL_GRACE_SECONDS`."""
+        if now_mono < self.next_deadline:
+            return
         for ex in list(self.executors):
             for token, job in list(ex.jobs.items()):
                 if job.cancel_by is not None:
@@ -350,6 +353,7 @@ class ExecutorSet(Placement):
                         job.timed_out = True  # recorded as a timeout by _fail_all
                         self._fail_all(ex, "timeout")
                         break
+        self.next_deadline = self.earliest_deadline()
 
     def _info(self, ex: Executor, worker: str) -> WorkerInfo | None:
         info = ex.infos.get(worker)
@@ -384,6 +388,7 @@ class ExecutorSet(Placement):
                     # Waited for (its slot stays taken) but never recorded.
                     job.lost = True
                     job.cancel_by = time.monotonic() + CANCEL_GRACE_SECONDS
+                    self.next_deadline = min(self.next_deadline, job.cancel_by)
                     ex.cancel(token)
                 else:
                     del ex.jobs[token]

@@ -8,6 +8,7 @@ is for, and the running jobs' deadlines and leases.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -24,6 +25,11 @@ class Placement:
         self.executors: list[Executor] = []
         #: The ``async def`` workers, as the executors reported them.
         self.async_workers: set[str] = set()
+        #: No running execution's deadline (or cancel's) is before this: lowered as jobs
+        #: start and cancels go out, raised only by a scan of them all (so it may be early,
+        #: never late). The loop reads it each turn; scanning every job there cost several
+        #: microseconds per job with ten executors.
+        self.next_deadline = math.inf
 
     def idle(self) -> list[Executor]:
         """The places for a job now: each executor once per free slot."""
@@ -83,13 +89,17 @@ class Placement:
         """Whether some executor has loaded the app and is not retiring."""
         return any(ex.ready and not ex.retiring for ex in self.executors)
 
-    def deadlines(self) -> list[float]:
-        """The monotonic deadlines of the running executions (and of the cancels sent)."""
-        return [
-            job.deadline if job.cancel_by is None else job.cancel_by
-            for ex in self.executors
-            for job in ex.jobs.values()
-        ]
+    def earliest_deadline(self) -> float:
+        """The earliest deadline of the running executions and of the cancels sent, by a scan
+        of them all (``inf`` with none)."""
+        return min(
+            (
+                job.deadline if job.cancel_by is None else job.cancel_by
+                for ex in self.executors
+                for job in ex.jobs.values()
+            ),
+            default=math.inf,
+        )
 
     def held_leases(self) -> list[uuid.UUID]:
         """The lease tokens of the running jobs."""

@@ -232,7 +232,7 @@ class WorkerPool:
         mono = time.monotonic()
         executors = self.executor_set
         dues = [self._next_poll, self._next_beat, self.leases.next_due, executors.progress.next_due]
-        until = min([*dues, *executors.deadlines()])
+        until = min(*dues, executors.next_deadline)
         timeout = 0.0 if self.producer.urgent() and executors.any_idle() else max(0.0, until - mono)
         for key, _ in self._selector.select(min(timeout, 1.0)):
             ex = key.data
