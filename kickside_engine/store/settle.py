@@ -348,6 +348,10 @@ def _unnest_ctes(job_table: str, run_table: str, keys: tuple[str, ...]) -> tuple
     return jobs, runs.cte("settled_runs")
 
 
+#: Values the settle computes in SQL, which a batch document cannot carry.
+_COMPUTED_IN_SQL = (ClauseElement, Computed)
+
+
 def _json_value(value: Any) -> Any:
     """The JSON form of a value the encoder does not know (called for those only, by the C
     encoder): a timestamp as ISO 8601, an id as text."""
@@ -368,14 +372,16 @@ def unnest_settle(db: Database, settlements: Sequence[Settlement]) -> UnnestSett
         return None  # slots first check for a purge requested while they ran
     if any(s.workflow for s in settlements):
         return None  # workflow jobs release their downstream jobs after the update
-    keys = tuple(sorted(settlements[0].values))
-    for s in settlements:
-        if tuple(sorted(s.values)) != keys or any(
-            isinstance(v, ClauseElement | Computed) for v in s.values.values()
-        ):
-            return None
-    if any(k not in _PG_TYPES for k in keys):
+    shape = settlements[0].values.keys()
+    if not shape <= _PG_TYPES.keys():
         return None
+    for s in settlements:
+        if s.values.keys() != shape:
+            return None
+        for v in s.values.values():
+            if isinstance(v, _COMPUTED_IN_SQL):
+                return None
+    keys = tuple(sorted(shape))
     rows = []
     for s in settlements:
         token = str(s.lease_token)
