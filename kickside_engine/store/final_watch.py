@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 import uuid
@@ -297,6 +298,8 @@ class AsyncFinalWatch:
 
 _watches: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _watches_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads
+    os.register_at_fork(after_in_child=_watches.clear)
 
 
 def final_watch(db: Database) -> FinalWatch:

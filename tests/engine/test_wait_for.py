@@ -9,6 +9,7 @@ the first read) ends such a wait within its timeout. On SQLite the same tests sh
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -203,3 +204,36 @@ def test_async_waits_end_on_their_notifications_and_leave_no_task(
     results = asyncio.run(main())
     assert [r.job_id for r in results] == ids
     assert {r.state for r in results} == {JobState.COMPLETED}
+
+
+def test_a_forked_child_listens_for_itself(db: Database, heard_only: None) -> None:
+    # A parent that waited once has a listener thread; a child forked from it (a preloading
+    # web server's worker) has none of its threads and must start its own.
+    if not db.is_postgresql:
+        pytest.skip("SQLite waiters read the job; there is no listener to inherit")
+    first = JobBuilder("w").insert(db).id
+    settler = _later(0.2, lambda: _complete_one(db, first))
+    assert wait_for(db, first, timeout=30).state is JobState.COMPLETED
+    settler.join()
+    job_id = JobBuilder("w").insert(db).id
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own connections, then wait
+        code = 1
+        try:
+            os.close(read)
+            db.engine.dispose(close=False)
+            os.write(write, b"w")
+            began = time.monotonic()
+            ended = wait_for(db, job_id, timeout=20).state
+            # Only the read at the timeout would find it, 20 s on, had nothing been heard.
+            code = 0 if ended is JobState.COMPLETED and time.monotonic() - began < 10 else 2
+        finally:
+            os._exit(code)
+    os.close(write)
+    assert os.read(read, 1) == b"w"
+    os.close(read)
+    time.sleep(0.5)  # the child has flagged the job and listens
+    _complete_one(db, job_id)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
