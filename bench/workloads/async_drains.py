@@ -26,10 +26,9 @@ from bench.targets import reset
 from bench.workloads.common import (
     Context,
     Measurement,
-    completed_count,
     median,
     state_counts,
-    wait_until,
+    wait_completed,
 )
 from bench.workloads.latency import measure_latency
 from bench.workloads.pools import CONCURRENCY, PoolProcess
@@ -72,12 +71,7 @@ def _drain_runs(
             enqueue_fanout(db, JobBuilder(worker, {}), [args] * n)
             pool_before, pg_before = pool.cpu_seconds(), pg.seconds()
             started = time.monotonic()
-            finished = wait_until(
-                lambda: completed_count(db) >= n,
-                timeout_seconds=max(120.0, n / 20),
-                what=f"{n} completed jobs",
-                interval_seconds=POLL_S,
-            )
+            finished = wait_completed(db, n, poll_seconds=POLL_S)
             pool_cpu, pg_after = pool.cpu_seconds() - pool_before, pg.seconds()
             seconds = finished - started
             runs.append(

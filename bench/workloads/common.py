@@ -122,6 +122,17 @@ def state_counts(db: Database) -> dict[str, int]:
     return {str(state): int(count) for state, count in rows}
 
 
+def wait_completed(db: Database, n: int, *, poll_seconds: float, what: str = "") -> float:
+    """Wait until ``n`` jobs are completed, looking every ``poll_seconds`` (up to 120 s, or
+    longer for many jobs); the monotonic time it was seen."""
+    return wait_until(
+        lambda: completed_count(db) >= n,
+        timeout_seconds=max(120.0, n / 20),
+        what=what or f"{n} completed jobs",
+        interval_seconds=poll_seconds,
+    )
+
+
 def completed_count(db: Database) -> int:
     """How many jobs are completed."""
     job = db.tables.job

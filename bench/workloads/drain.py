@@ -15,10 +15,9 @@ from bench.targets import reset
 from bench.workloads.common import (
     Context,
     Measurement,
-    completed_count,
     median,
     state_counts,
-    wait_until,
+    wait_completed,
 )
 from bench.workloads.pools import CONCURRENCY
 from kickside_engine import JobBuilder, enqueue_many
@@ -44,12 +43,7 @@ def drain(ctx: Context) -> Measurement:
                 enqueue_many(db, [JobBuilder("noop", {}) for _ in range(n)])
                 cpu_before = pool.cpu_seconds()
                 started = time.monotonic()
-                finished = wait_until(
-                    lambda: completed_count(db) >= n,
-                    timeout_seconds=max(120.0, n / 20),
-                    what=f"{n} completed jobs",
-                    interval_seconds=POLL_S,
-                )
+                finished = wait_completed(db, n, poll_seconds=POLL_S)
                 seconds = finished - started
                 cpu = pool.cpu_seconds() - cpu_before
                 runs.append(

@@ -31,7 +31,7 @@ from sqlalchemy import func, select
 from bench.cpu import PostgresCpu, cpu_per_1000_jobs
 from bench.nodes import MULTI_JOBS, Span, duplicates, multi_node_metrics, read_spans
 from bench.targets import reset
-from bench.workloads.common import Context, Measurement, completed_count, state_counts, wait_until
+from bench.workloads.common import Context, Measurement, state_counts, wait_completed
 from bench.workloads.pools import CONCURRENCY, PoolProcess
 from kickside_engine import Database, JobBuilder, enqueue_many
 
@@ -92,11 +92,8 @@ def _drain_once(
     enqueue_many(db, [JobBuilder("span", {"log": str(log)}) for _ in range(n)])
     pool_before, pg_before = sum(p.cpu_seconds() for p in pools), pg.seconds()
     started = time.monotonic()
-    finished = wait_until(
-        lambda: completed_count(db) >= n,
-        timeout_seconds=max(120.0, n / 20),
-        what=f"{n} completed jobs with {len(pools)} pools",
-        interval_seconds=POLL_S,
+    finished = wait_completed(
+        db, n, poll_seconds=POLL_S, what=f"{n} completed jobs with {len(pools)} pools"
     )
     pool_cpu = sum(p.cpu_seconds() for p in pools) - pool_before
     pg_after = pg.seconds()

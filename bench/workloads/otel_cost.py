@@ -20,9 +20,8 @@ from bench.targets import reset
 from bench.workloads.common import (
     Context,
     Measurement,
-    completed_count,
     median,
-    wait_until,
+    wait_completed,
 )
 from bench.workloads.pools import CONCURRENCY, PoolProcess
 from kickside_engine import Database, JobBuilder, WorkerRegistry, enqueue_many
@@ -43,12 +42,7 @@ def _drain(ctx: Context, db: Database, app: str, n: int) -> dict[str, float]:
         enqueue_many(db, [JobBuilder("noop", {}) for _ in range(n)])
         cpu_before = pool.cpu_seconds()
         started = time.monotonic()
-        finished = wait_until(
-            lambda: completed_count(db) >= n,
-            timeout_seconds=max(120.0, n / 20),
-            what=f"{n} completed jobs",
-            interval_seconds=POLL_S,
-        )
+        finished = wait_completed(db, n, poll_seconds=POLL_S)
         cpu = pool.cpu_seconds() - cpu_before
     return {"jobs_per_s": n / (finished - started), "cpu_us_per_job": cpu / n * 1e6}
 
