@@ -26,6 +26,7 @@ from kickside_engine import (
     JobBuilder,
     JobState,
     NotFoundError,
+    WaitTimeoutError,
     claim,
     complete,
     connect_async_database,
@@ -237,3 +238,18 @@ def test_a_forked_child_listens_for_itself(db: Database, heard_only: None) -> No
     _complete_one(db, job_id)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_wait_leaves_the_jobs_updated_at_alone(db: Database) -> None:
+    job_id = JobBuilder("w").insert(db).id
+    before = get_job(db, job_id)
+    assert before is not None
+    time.sleep(0.05)
+    with pytest.raises(WaitTimeoutError):
+        wait_for(db, job_id, timeout=0.2)  # flags the job on PostgreSQL
+    after = get_job(db, job_id)
+    assert after is not None and after.updated_at == before.updated_at
+    # Any other change still moves it, as before.
+    assert claim(db, queue="default", node="n", limit=1)
+    claimed = get_job(db, job_id)
+    assert claimed is not None and claimed.updated_at > before.updated_at

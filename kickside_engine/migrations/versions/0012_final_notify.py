@@ -9,6 +9,10 @@ call); a notification per finished job would take PostgreSQL's cluster-wide noti
 every settle commit. Being in the database, it fires for every writer: this code's settles,
 operators' cancels, the Lifeline, and pools of older code during a rolling upgrade.
 
+Flagging a job is not a change of the job: the ``updated_at`` trigger of ``kickside_job``
+(0001) is created again with a ``WHEN`` that leaves an update of ``awaited`` alone, so a wait
+never moves a job's ``updated_at``.
+
 On SQLite the column exists too (one schema on both databases) and is never set: waiters there
 read the job (see ``kickside_engine/waiting.py``).
 
@@ -33,6 +37,7 @@ oldest_code_head = "0006"
 JOB = "kickside_job"
 FUNCTION = "kickside_job_final_notify"
 TRIGGERS = ("kickside_job_final_notify", "kickside_job_deleted_notify")
+UPDATED_AT_TRIGGER = "kickside_job_updated_at"
 
 
 def _schema() -> str | None:
@@ -77,6 +82,16 @@ def upgrade() -> None:
         f"CREATE TRIGGER {TRIGGERS[1]} AFTER DELETE ON {prefix}{JOB} FOR EACH ROW "
         f"WHEN (OLD.awaited) EXECUTE FUNCTION {prefix}{FUNCTION}()"
     )
+    _updated_at_trigger(prefix, "WHEN (OLD.awaited IS NOT DISTINCT FROM NEW.awaited) ")
+
+
+def _updated_at_trigger(prefix: str, when: str) -> None:
+    """Create 0001's ``updated_at`` trigger of the job table again, with ``when``."""
+    op.execute(f"DROP TRIGGER IF EXISTS {UPDATED_AT_TRIGGER} ON {prefix}{JOB}")
+    op.execute(
+        f"CREATE TRIGGER {UPDATED_AT_TRIGGER} BEFORE UPDATE ON {prefix}{JOB} FOR EACH ROW "
+        f"{when}EXECUTE FUNCTION {prefix}kickside_set_updated_at()"
+    )
 
 
 def downgrade() -> None:
@@ -86,5 +101,6 @@ def downgrade() -> None:
         for trigger in TRIGGERS:
             op.execute(f"DROP TRIGGER IF EXISTS {trigger} ON {prefix}{JOB}")
         op.execute(f"DROP FUNCTION IF EXISTS {prefix}{FUNCTION}()")
+        _updated_at_trigger(prefix, "")  # as 0001 made it: the column it tests goes next
     # A plain DROP COLUMN (SQLite has it since 3.35), as in 0006.
     op.drop_column(JOB, "awaited", schema=schema)
