@@ -303,23 +303,22 @@ async def wait_for_async(
     parsed = parse_uuid(job_id)
     if parsed is not None and adb.is_postgresql:
         await adb.require_current_schema()  # then hears_final() reads no database
-    if parsed is None or not hears_final(adb.db):
-        while True:
-            outcome = waiting.after(await get_job_async(adb, job_id))
-            if isinstance(outcome, JobResult):
-                return outcome
-            await asyncio.sleep(outcome)
     heard = asyncio.Event()
-    async with async_final_watch(adb).watching(parsed, heard.set, waiting.left()) as listening:
+    watch = (
+        async_final_watch(adb).watching(parsed, heard.set, waiting.left())
+        if parsed is not None and hears_final(adb.db)
+        else contextlib.nullcontext(False)
+    )
+    async with watch as listening:
         if listening:
             try:
-                await adb.run(lambda c: mark_awaited(adb.db, c, parsed))
+                await adb.run(lambda c: mark_awaited(adb.db, c, parsed))  # type: ignore[arg-type]
             except PermissionDeniedError:  # a role that may only read: it reads the job
                 listening = False
         waiting.heard = listening
         while True:
             heard.clear()
-            outcome = waiting.after(await get_job_async(adb, parsed))
+            outcome = waiting.after(await get_job_async(adb, job_id))
             if isinstance(outcome, JobResult):
                 return outcome
             with contextlib.suppress(TimeoutError):

@@ -16,6 +16,7 @@ it may have become final:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -79,27 +80,26 @@ def wait_for(
     """
     waiting = Waiting(job_id, timeout)
     parsed = parse_uuid(job_id)
-    if parsed is None or not hears_final(db):
-        while True:
-            outcome = waiting.after(get_job(db, job_id))
-            if isinstance(outcome, JobResult):
-                return outcome
-            time.sleep(outcome)
     heard = threading.Event()
-    with final_watch(db).watching(parsed, heard.set, waiting.left()) as listening:
+    watch = (
+        final_watch(db).watching(parsed, heard.set, waiting.left())
+        if parsed is not None and hears_final(db)
+        else contextlib.nullcontext(False)
+    )
+    with watch as listening:
         if listening:
             try:
                 with db.begin() as conn:
-                    mark_awaited(db, conn, parsed)
+                    mark_awaited(db, conn, parsed)  # type: ignore[arg-type]
             except PermissionDeniedError:  # a role that may only read: it reads the job
                 listening = False
         waiting.heard = listening
         while True:
             heard.clear()
-            outcome = waiting.after(get_job(db, parsed))
+            outcome = waiting.after(get_job(db, job_id))
             if isinstance(outcome, JobResult):
                 return outcome
-            heard.wait(outcome)
+            heard.wait(outcome)  # ends early when the job's end is heard
 
 
 class Waiting:

@@ -35,8 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Boolean, Column, Connection, MetaData, String, Table, Uuid, false, update
 
+from kickside_engine.ids import parse_uuid
 from kickside_engine.models import FINAL_STATES
 from kickside_engine.store.database import Database
+from kickside_engine.store.notify import channel_name
 from kickside_engine.store.reconnect import Outage
 
 if TYPE_CHECKING:
@@ -53,8 +55,9 @@ _FINAL = sorted(state.value for state in FINAL_STATES)
 
 
 def final_channel(db: Database) -> str:
-    """The channel the trigger notifies when an awaited job is final or deleted."""
-    return f"kickside_{db.schema or 'public'}_final"
+    """The channel the trigger notifies when an awaited job is final or deleted: the
+    schema's own channel (:func:`~kickside_engine.store.notify.channel_name`) with ``_final``."""
+    return f"{channel_name(db)}_final"
 
 
 @lru_cache(maxsize=16)
@@ -130,20 +133,13 @@ class Waiters:
             if payload is None:
                 callbacks = [cb for cbs in self._callbacks.values() for cb in cbs]
             else:
-                job_id = _job_id(payload)
+                job_id = parse_uuid(payload)
                 callbacks = list(self._callbacks.get(job_id, ())) if job_id else []
         for callback in callbacks:
             try:
                 callback()
             except Exception:  # a waiter's bug must not end the watch
                 log.exception("wait callback failed for %s", payload or "every job")
-
-
-def _job_id(payload: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(payload)
-    except ValueError:
-        return None
 
 
 def _bound(within: float | None) -> float:

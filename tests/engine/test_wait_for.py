@@ -37,6 +37,7 @@ from kickside_engine import (
 )
 from kickside_engine.audit import Actor
 from kickside_engine.control import cancel_job, delete_job
+from kickside_engine.store.final_watch import final_channel
 
 from ..conftest import Target
 
@@ -119,7 +120,7 @@ def _listeners(db: Database) -> int:
         return int(
             conn.execute(
                 sa.text("SELECT count(*) FROM pg_stat_activity WHERE query = :q"),
-                {"q": f'LISTEN "kickside_{db.schema or "public"}_final"'},
+                {"q": f'LISTEN "{final_channel(db)}"'},
             ).scalar_one()
         )
 
