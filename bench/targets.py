@@ -154,7 +154,10 @@ def reset(db: Database) -> None:
     """Empty the job tables (runs, workflow steps and edges too), so a workload starts from
     nothing (pools may be running)."""
     t = db.tables
-    names = [t.workflow_edge, t.workflow_step, t.job_run, t.job]
+    # In the order a running pool's turn locks them (the job, then its run, then workflow
+    # rows): TRUNCATE locks its tables in list order, and the opposite order deadlocked with a
+    # pool's claim (the truncate holding the run table, the claim the job table).
+    names = [t.job, t.job_run, t.workflow_step, t.workflow_edge]
     quote = db.engine.dialect.identifier_preparer.format_table
     with db.begin() as conn:
         if db.is_postgresql:
