@@ -77,6 +77,11 @@ class Placement:
             if executors[kind]
         ]
 
+    def places(self) -> int:
+        """How many jobs the executors that take new work run at once: one per process or
+        thread executor, ``slots`` per async executor (retiring executors take no more)."""
+        return sum(ex.slots for ex in self.executors if not ex.retiring)
+
     def any_idle(self) -> bool:
         """Whether some executor may take a job now."""
         return any(ex.idle for ex in self.executors)

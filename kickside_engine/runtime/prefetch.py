@@ -25,13 +25,12 @@ PREFETCH_PER_EXECUTOR = (2, 12)
 HANDOFF_MS = 0.5
 
 
-def prefetch_limit(
-    executors: int, configured: int | None, turn_ms: float, execution_ms: float
-) -> int:
+def prefetch_limit(places: int, configured: int | None, turn_ms: float, execution_ms: float) -> int:
     """How many claimed jobs may wait for an executor: ``configured`` when set, else enough
-    to keep every executor busy through one database turn of ``turn_ms``, given executions of
+    to keep every place busy through one database turn of ``turn_ms``, given executions of
     ``execution_ms`` (counted as at least :data:`HANDOFF_MS`), within
-    :data:`PREFETCH_PER_EXECUTOR`.
+    :data:`PREFETCH_PER_EXECUTOR` per place. A place runs one job at a time: a process
+    executor is one, an async executor one per slot.
 
     A turn is a round trip and a commit, whatever the batch: while it runs, executors that
     have nothing buffered sit idle. A drain timeline with twice the executors buffered showed
@@ -44,7 +43,7 @@ def prefetch_limit(
         return configured
     low, high = PREFETCH_PER_EXECUTOR
     per_executor = math.ceil(turn_ms / max(execution_ms, HANDOFF_MS))
-    return executors * max(low, min(high, per_executor))
+    return places * max(low, min(high, per_executor))
 
 
 class PrefetchBuffer:

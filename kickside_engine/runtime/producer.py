@@ -227,9 +227,10 @@ class Producer:
 
     def prefetch_limit(self) -> int:
         """How many claimed jobs may wait here now (see :func:`prefetch_limit`)."""
-        return prefetch_limit(
-            self.config.executors, self.config.prefetch, self._turn_ms, self.executors.recent_ms
-        )
+        # The places that run jobs, not the process executors: an async-only pool has none of
+        # those, and prefetched nothing, its turns' round trips leaving every slot idle.
+        places = min(self.executors.places(), sum(self.config.queues.values()))
+        return prefetch_limit(places, self.config.prefetch, self._turn_ms, self.executors.recent_ms)
 
     def _assign(
         self,

@@ -4,6 +4,7 @@ restamped after an upgrade say the right version."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import Counter
@@ -69,7 +70,52 @@ def test_prefetched_jobs_run_once_within_each_queues_concurrency(db: Database) -
     assert not pool.buffer
 
 
-def test_prefetch_limit_covers_one_turn_within_two_to_twelve_jobs_per_executor() -> None:
+async_registry = WorkerRegistry()
+
+
+@async_registry.worker("atick")
+async def atick(args: dict[str, Any], job: Job) -> None:
+    with _lock:
+        _active[job.queue] += 1
+        _peak[job.queue] = max(_peak[job.queue], _active[job.queue])
+        _runs[str(job.id)] += 1
+    await asyncio.sleep(0)
+    with _lock:
+        _active[job.queue] -= 1
+
+
+def test_an_async_only_pool_prefetches_for_its_slots(db: Database) -> None:
+    """A pool told to run no process executor claims ahead of its async executor's free
+    slots (each slot counts as a place), and each job still runs once within the
+    concurrency. It prefetched nothing before, and drained at a third of the speed."""
+    _active.clear(), _peak.clear(), _runs.clear()
+    inserted = enqueue_many(db, [JobBuilder("atick") for _ in range(400)])
+    pool = WorkerPool(
+        db,
+        PoolConfig(
+            queues={"default": 4},
+            mode="thread",
+            registry=async_registry,
+            run_plugins=False,
+            process_executors=0,
+            async_executors=1,
+        ),
+    )
+    pool.start()
+    try:
+        wait_for(lambda: _completed(db) == 400, 120, "every job completed")
+        kinds = [ex.kind for ex in pool.executor_set.executors]
+    finally:
+        pool.stop(30)
+    assert kinds == ["async"]
+    assert _peak["default"] <= 4
+    assert sorted(_runs.values()) == [1] * 400
+    assert set(_runs) == {str(j.id) for j in inserted}
+    assert pool.stats["prefetched"] > 0  # claimed ahead, started from the buffer
+    assert not pool.buffer
+
+
+def test_prefetch_limit_covers_one_turn_within_two_to_twelve_jobs_per_place() -> None:
     assert prefetch_limit(10, None, turn_ms=0.0, execution_ms=20.0) == 20  # nothing measured yet
     assert prefetch_limit(10, None, turn_ms=12.0, execution_ms=4.0) == 30  # 3 jobs per turn
     assert prefetch_limit(10, None, turn_ms=9.0, execution_ms=0.0) == 120  # no-ops: capped
