@@ -36,6 +36,7 @@ from kickside_engine.store.claim_statement import (
     driver_statement,
 )
 from kickside_engine.store.database import Database
+from kickside_engine.store.driver_json import use_fast_json
 from kickside_engine.store.leases import (
     DEFAULT_LEASE,
     expire_leases,
@@ -74,6 +75,7 @@ def open_turn_connection(db: Database) -> Connection:
     conn = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
     try:
         conn.exec_driver_sql("SET enable_seqscan = off")
+        use_fast_json(conn.connection.driver_connection)
     except BaseException:
         conn.invalidate()
         conn.close()
@@ -144,7 +146,8 @@ def claim_jobs(
         stmt = claim_statement(db.tables, db.dialect, keyless_only, by_worker, by_id)
     if db.is_postgresql and job_ids is None:
         sql, constants = driver_statement(stmt, db.tables, db.engine.dialect)
-        jobs = [job_from_driver_row(r) for r in conn.exec_driver_sql(sql, {**constants, **params})]
+        rows = conn.exec_driver_sql(sql, {**constants, **params}).fetchall()  # one driver call
+        jobs = [job_from_driver_row(r) for r in rows]
     else:
         jobs = [job_from_row(r) for r in conn.execute(stmt, params)]
     if not jobs:
@@ -153,7 +156,8 @@ def claim_jobs(
         ClaimedJob(job=j, node=node, lease_token=j.lease_token, lease_expires_at=expires)  # type: ignore[arg-type]
         for j in jobs
     ]
-    claimed.sort(key=lambda c: (c.job.priority, c.job.scheduled_at, c.job.id))
+    # The id as its integer: comparing UUID objects runs Python code for every comparison.
+    claimed.sort(key=lambda c: (c.job.priority, c.job.scheduled_at, c.job.id.int))
     if db.dialect != "postgresql":
         start_runs(db, conn, claimed, now=now, code_version=code_version)
     return claimed

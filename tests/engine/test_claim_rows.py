@@ -6,13 +6,27 @@ builds each job positionally; a column out of place or a value left unconverted 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, timedelta
 
-from kickside_engine import Database, JobBuilder, JobKind, JobState, claim, enqueue, get_job
+import pytest
+
+from kickside_engine import (
+    Database,
+    JobBuilder,
+    JobKind,
+    JobState,
+    claim,
+    enqueue,
+    enqueue_many,
+    get_job,
+)
 from kickside_engine.clock import utcnow
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import Job
 from kickside_engine.plugins.stager import stage
+from kickside_engine.store.claims import claim_jobs, close_turn_connection, open_turn_connection
+from kickside_engine.store.driver_json import load_json
 from kickside_engine.store.rows import job_from_driver_row
 from kickside_engine.store.settle import settle_batch
 from kickside_engine.store.tables import TABLES
@@ -62,3 +76,52 @@ def test_a_driver_row_converts_every_coded_field() -> None:
     assert job.kind is JobKind.SLOT and job.state is JobState.PARKED
     assert job.errors[0].attempt == 2 and job.errors[0].at == now
     assert job.updated_at == now and job.updated_at.tzinfo is UTC
+
+
+def test_the_turn_connection_loads_json_as_json_loads_does() -> None:
+    documents = [
+        b"{}",
+        b"[]",
+        b'{"text": "\xc3\xbcn\xc3\xafc\xc3\xb8d\xc3\xa9", "n": [1, 2.5, null, true]}',
+        b'[{"a": {}}, [], "\\u00e9", 1e400]',
+        b'"just text"',
+        b"null",
+        b" {} ",
+    ]
+    for document in documents:
+        assert load_json(document) == json.loads(document)
+    assert load_json('{"a": [1]}') == {"a": [1]} and load_json("[]") == []  # text too
+    first, second = load_json(b"{}"), load_json(b"{}")
+    first["changed"] = True
+    assert second == {}  # each empty document is an object of its own
+    with pytest.raises(json.JSONDecodeError):
+        load_json(b"{not json")
+
+
+def test_a_turn_claims_args_meta_and_tags_as_stored(db: Database) -> None:
+    """The pool's PostgreSQL turns read JSON through their own loader: values come back as the
+    application gave them, and each job's empty values are its own objects."""
+    if not db.is_postgresql:
+        pytest.skip("turn connections are PostgreSQL's (SQLite turns use the engine's own)")
+    args = {"text": "ünïcødé", "nested": {"list": [1, 2.5, None, True], "empty": {}}}
+    enqueue_many(
+        db,
+        [
+            JobBuilder("echo", args).queue("turn").tags(["a", "b"]).meta({"origin": "t"}),
+            JobBuilder("echo", {}).queue("turn"),
+            JobBuilder("echo", {}).queue("turn"),
+        ],
+    )
+    conn = open_turn_connection(db)
+    try:
+        claimed = claim_jobs(db, conn, queue="turn", node="n1", limit=10, now=utcnow())
+    finally:
+        close_turn_connection(conn)
+    full, *plain = sorted(claimed, key=lambda c: c.job.args != args)
+    assert full.job.args == args and full.job.tags == ["a", "b"]
+    assert full.job.meta == {"origin": "t"}
+    assert [(c.job.args, c.job.meta, c.job.tags, c.job.errors) for c in plain] == [
+        ({}, {}, [], [])
+    ] * 2
+    plain[0].job.args["mine"] = 1
+    assert plain[1].job.args == {}
