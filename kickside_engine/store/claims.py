@@ -26,6 +26,7 @@ import contextlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, insert, update
 
@@ -34,6 +35,7 @@ from kickside_engine.store.claim_statement import (
     claim_and_settle_statement,
     claim_statement,
     driver_statement,
+    fetch_driver_rows,
 )
 from kickside_engine.store.database import Database
 from kickside_engine.store.driver_json import use_fast_json
@@ -146,7 +148,11 @@ def claim_jobs(
         stmt = claim_statement(db.tables, db.dialect, keyless_only, by_worker, by_id)
     if db.is_postgresql and job_ids is None:
         sql, constants = driver_statement(stmt, db.tables, db.engine.dialect)
-        rows = conn.exec_driver_sql(sql, {**constants, **params}).fetchall()  # one driver call
+        rows: Sequence[Any]
+        if conn.connection.driver_connection.autocommit:  # type: ignore[union-attr]  # a turn
+            rows = fetch_driver_rows(conn, sql, {**constants, **params})
+        else:
+            rows = conn.exec_driver_sql(sql, {**constants, **params}).fetchall()
         jobs = [job_from_driver_row(r) for r in rows]
     else:
         jobs = [job_from_row(r) for r in conn.execute(stmt, params)]

@@ -10,6 +10,7 @@ import json
 from datetime import UTC, timedelta
 
 import pytest
+from sqlalchemy import exc as sa_exc
 
 from kickside_engine import (
     Database,
@@ -25,6 +26,7 @@ from kickside_engine.clock import utcnow
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import Job
 from kickside_engine.plugins.stager import stage
+from kickside_engine.store.claim_statement import fetch_driver_rows
 from kickside_engine.store.claims import claim_jobs, close_turn_connection, open_turn_connection
 from kickside_engine.store.driver_json import load_json
 from kickside_engine.store.rows import job_from_driver_row
@@ -125,3 +127,18 @@ def test_a_turn_claims_args_meta_and_tags_as_stored(db: Database) -> None:
     ] * 2
     plain[0].job.args["mine"] = 1
     assert plain[1].job.args == {}
+
+
+def test_a_turn_statement_fails_with_sqlalchemys_errors(db: Database) -> None:
+    """Turn claims go to the driver's cursor; its errors still arrive as the engine's
+    connection raises them (the pool's outage handling and error translation rely on it)."""
+    if not db.is_postgresql:
+        pytest.skip("turn connections are PostgreSQL's")
+    conn = open_turn_connection(db)
+    try:
+        with pytest.raises(sa_exc.ProgrammingError) as failed:
+            fetch_driver_rows(conn, "SELECT * FROM no_such_table WHERE x = %(x)s", {"x": 1})
+        assert "no_such_table" in str(failed.value.orig)
+        assert fetch_driver_rows(conn, "SELECT %(x)s::int", {"x": 7}) == [(7,)]  # still usable
+    finally:
+        close_turn_connection(conn)

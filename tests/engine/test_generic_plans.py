@@ -33,6 +33,7 @@ from kickside_engine.control.metrics import overview
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.plugins.lifeline import rescue_expired
 from kickside_engine.runtime.supervision import LeaseKeeper
+from kickside_engine.store import claims
 from kickside_engine.store.claims import (
     claim_jobs,
     close_turn_connection,
@@ -107,6 +108,24 @@ def _capture(db: Database) -> Iterator[Captured]:
         yield captured
     finally:
         sa.event.remove(db.engine, "before_cursor_execute", record)
+
+
+@contextmanager
+def _capture_turn(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
+    """Every claim a turn connection sends straight to its driver cursor (the engine's
+    execution events do not see those), with its parameters."""
+    captured: Captured = []
+    fetch = claims.fetch_driver_rows
+
+    def record(conn: Any, sql: str, params: Any) -> list[Any]:
+        captured.append((sql, params))
+        return fetch(conn, sql, params)
+
+    monkeypatch.setattr(claims, "fetch_driver_rows", record)
+    try:
+        yield captured
+    finally:
+        monkeypatch.setattr(claims, "fetch_driver_rows", fetch)
 
 
 def _keeper(db: Database) -> LeaseKeeper:
@@ -237,7 +256,7 @@ def test_only_a_job_state_becomes_a_literal() -> None:
 
 
 def test_a_pool_turn_reads_through_indexes_when_its_plan_was_made_on_empty_tables(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The turn statement (claim + settle of the last batch) on the pool's turn connection.
 
@@ -255,7 +274,7 @@ def test_a_pool_turn_reads_through_indexes_when_its_plan_was_made_on_empty_table
         done = ExecutionResult(ResultKind.DONE, utcnow(), 1)
         inline = unnest_settle(db, [settlement_for(c, done) for c in claimed])
         assert inline is not None
-        with _capture(db) as captured:
+        with _capture_turn(monkeypatch) as captured:
             claim_jobs(db, turn, queue="default", node=NODE, limit=10, now=now, settle=inline)
         ((statement, params),) = captured
         plan = _postgresql_plan(statement, params, turn.connection.driver_connection)
