@@ -166,7 +166,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", "--prefetch", f"{_W}.prefetch", None, parse_count,
            "Jobs claimed ahead of free executors while jobs are fast (0: off).",
            metavar="COUNT",
-           unset="what the executors get through in one database turn, 2-12 per executor"),
+           unset="what the executors get through in one database turn, 2-12 per place"),
     Option("process_executors", "--process-executors", f"{_W}.process_executors", None,
            parse_count, "Executor processes for sync jobs, one job each.", metavar="COUNT",
            unset="the sum of the queues' concurrency if the app has sync workers, else 0"),

@@ -166,8 +166,8 @@ class PoolConfig:
     schedule: Sequence[Recurring] = ()
     #: How many claimed jobs may wait in the supervisor for an executor to free up, while jobs
     #: are fast (they then start without waiting for a database round trip). None: as many as
-    #: the executors get through during one database turn, from 2 to 12 per executor; 0: claim
-    #: only for free executors.
+    #: the executors get through during one database turn, from 2 to 12 per place (a process
+    #: executor is one place, an async executor one per slot); 0: claim only for free places.
     prefetch: int | None = None
     #: How many process executors run sync jobs. None: the sum of the queues' concurrency when
     #: the app has a sync worker, else none.
