@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import make_url
 
 from bench import catalog, machine, report
-from bench.interrupt import exit_on_sigterm
+from bench.interrupt import check_terminated, exit_on_sigterm
 from bench.nodes import POOL_COUNTS
 from bench.peers import runner
 from bench.targets import (
@@ -124,6 +124,7 @@ class Progress:
         self.origin = time.monotonic()
 
     def __call__(self, message: str) -> None:
+        check_terminated()  # a SIGTERM whose raise was lost stops the run here
         print(f"[bench {time.monotonic() - self.origin:6.1f}s] {message}", file=sys.stderr)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from bench.interrupt import check_terminated
 from bench.nodes import POOL_COUNTS
 from bench.targets import Target
 from bench.workloads.pools import PoolProcess, SharedPool
@@ -107,6 +108,7 @@ def wait_until(
     """
     deadline = time.monotonic() + timeout_seconds
     while True:
+        check_terminated()
         if condition():
             return time.monotonic()
         if time.monotonic() > deadline:

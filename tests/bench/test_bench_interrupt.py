@@ -12,11 +12,14 @@ import subprocess
 import sys
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 import pytest
 
-from bench.interrupt import TERMINATED
+from bench import interrupt
+from bench.interrupt import TERMINATED, exit_on_sigterm
+from bench.workloads.common import wait_until
 
 from ..conftest import PG_URL, _drop_schema, require_postgres, schema_exists
 
@@ -51,7 +54,7 @@ def test_sigterm_in_the_middle_of_a_drain_drops_the_schema_and_stops_the_pool(
             sys.executable,
             "-m",
             "bench.run",
-            "--quick",
+            # Full size: a quick drain (1,000 jobs a run) could end before the signal lands.
             "--only",
             "drain",
             "--backend",
@@ -98,3 +101,39 @@ def test_sigterm_in_the_middle_of_a_drain_drops_the_schema_and_stops_the_pool(
     while _pool_processes(schema) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _pool_processes(schema)
+
+
+def test_a_sigterm_lost_in_a_weakref_callback_still_stops_the_run() -> None:
+    """The handler's raise lands in whatever Python code runs when the signal is handled: in a
+    garbage collector's weakref callback, Python reports it as "Exception ignored" and goes on
+    (a full run under load then went to its end and exited 0). The run's polling loop raises
+    it again."""
+    previous = signal.getsignal(signal.SIGTERM)
+    exit_on_sigterm()
+    try:
+
+        class Held:
+            pass
+
+        def on_collected(_ref: object) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # bytecode to run on: the handler raises in here
+                pass
+
+        lost: list[BaseException | None] = []
+        hook = sys.unraisablehook
+        sys.unraisablehook = lambda info: lost.append(info.exc_value)
+        try:
+            held = Held()
+            ref = weakref.ref(held, on_collected)
+            del held  # the callback runs, and the SystemExit raised in it is lost
+        finally:
+            sys.unraisablehook = hook
+        assert ref() is None
+        assert [type(e) for e in lost] == [SystemExit]
+        with pytest.raises(SystemExit) as stopped:
+            wait_until(lambda: False, timeout_seconds=5, what="nothing", interval_seconds=0.01)
+        assert stopped.value.code == TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        interrupt._terminated = False
