@@ -32,9 +32,9 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import DBAPIError
 
 from kickside_engine.models import JobState
+from kickside_engine.store.driver_errors import driver_error
 from kickside_engine.store.tables import Tables
 from kickside_engine.store.types import UTCDateTime
 
@@ -80,17 +80,13 @@ def fetch_driver_rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> 
     statement by itself. Driver errors are raised as SQLAlchemy's, as the ``Connection`` would
     raise them; the caller discards a connection whose statement failed.
     """
-    dialect = conn.dialect
-    dbapi_error = dialect.loaded_dbapi.Error
     cursor = conn.connection.cursor()
     try:
         cursor.execute(sql, params)
         return cursor.fetchall()
-    except dbapi_error as exc:
-        invalidated = dialect.is_disconnect(exc, conn.connection, cursor)
-        raise DBAPIError.instance(
-            sql, params, exc, dbapi_error, connection_invalidated=invalidated, dialect=dialect
-        ) from exc
+    except conn.dialect.loaded_dbapi.Error as exc:
+        invalidated = conn.dialect.is_disconnect(exc, conn.connection, cursor)
+        raise driver_error(conn.engine, exc, sql, params, invalidated=invalidated) from exc
     finally:
         cursor.close()
 

@@ -25,11 +25,11 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, StatementError
+from sqlalchemy.exc import StatementError
 
 from kickside_engine.config import display_url, resolve_database_config
 from kickside_engine.errors import ConfigurationError
-from kickside_engine.store.driver_errors import translate_errors, unavailable_reason
+from kickside_engine.store.driver_errors import driver_error, translate_errors, unavailable_reason
 from kickside_engine.store.engines import READ_ONLY_OPTION, create_owned_engine
 from kickside_engine.store.revisions import check_schema, revision_at_least
 from kickside_engine.store.sqlite_file import sqlite_path
@@ -219,16 +219,7 @@ class Database:
         dbapi_error = dialect.loaded_dbapi.Error
 
         def wrapped(exc: Exception, sql: str | None, invalidated: bool) -> StatementError:
-            """The driver's error as the ``Connection`` layer would have raised it."""
-            return DBAPIError.instance(
-                sql,
-                params if sql is not None else None,
-                exc,
-                dbapi_error,
-                hide_parameters=self.engine.hide_parameters,
-                connection_invalidated=invalidated,
-                dialect=dialect,
-            )
+            return driver_error(self.engine, exc, sql, params, invalidated=invalidated)
 
         with translate_errors(self):
             try:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError, StatementError
 
 from kickside_engine.errors import (
     AuthenticationError,
@@ -24,7 +24,32 @@ from kickside_engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from kickside_engine.store.database import Database
+
+
+def driver_error(
+    engine: Engine,
+    exc: Exception,
+    sql: str | None,
+    params: Mapping[str, Any] | None,
+    *,
+    invalidated: bool,
+) -> StatementError:
+    """A driver's error from a statement run on the driver directly (not through a
+    ``Connection``), as the ``Connection`` layer would have raised it: SQLAlchemy's exception
+    class for it, the engine's ``hide_parameters`` respected."""
+    dialect = engine.dialect
+    return DBAPIError.instance(
+        sql,
+        params if sql is not None else None,
+        exc,
+        dialect.loaded_dbapi.Error,
+        hide_parameters=engine.hide_parameters,
+        connection_invalidated=invalidated,
+        dialect=dialect,
+    )
 
 
 @contextlib.contextmanager
