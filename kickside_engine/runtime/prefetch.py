@@ -17,9 +17,9 @@ from kickside_engine.models import ClaimedJob
 #: Prefetch only while executions average under this: for slower jobs a round trip is noise,
 #: and a prefetched job would wait behind them.
 PREFETCH_BELOW_MS = 20
-#: Without ``PoolConfig.prefetch``, the buffer holds from 2 to 12 jobs per executor: as many as
+#: Without ``PoolConfig.prefetch``, the buffer holds from 2 to 12 jobs per place: as many as
 #: the executors get through during one turn (see :func:`prefetch_limit`).
-PREFETCH_PER_EXECUTOR = (2, 12)
+PREFETCH_PER_PLACE = (2, 12)
 #: What handing a job to an executor and taking its result back costs at least, in ms: the
 #: shortest execution :func:`prefetch_limit` counts with.
 HANDOFF_MS = 0.5
@@ -29,7 +29,7 @@ def prefetch_limit(places: int, configured: int | None, turn_ms: float, executio
     """How many claimed jobs may wait for an executor: ``configured`` when set, else enough
     to keep every place busy through one database turn of ``turn_ms``, given executions of
     ``execution_ms`` (counted as at least :data:`HANDOFF_MS`), within
-    :data:`PREFETCH_PER_EXECUTOR` per place. A place runs one job at a time: a process
+    :data:`PREFETCH_PER_PLACE` per place. A place runs one job at a time: a process
     executor is one, an async executor one per slot.
 
     A turn is a round trip and a commit, whatever the batch: while it runs, executors that
@@ -41,9 +41,9 @@ def prefetch_limit(places: int, configured: int | None, turn_ms: float, executio
     """
     if configured is not None:
         return configured
-    low, high = PREFETCH_PER_EXECUTOR
-    per_executor = math.ceil(turn_ms / max(execution_ms, HANDOFF_MS))
-    return places * max(low, min(high, per_executor))
+    low, high = PREFETCH_PER_PLACE
+    per_place = math.ceil(turn_ms / max(execution_ms, HANDOFF_MS))
+    return places * max(low, min(high, per_place))
 
 
 class PrefetchBuffer:

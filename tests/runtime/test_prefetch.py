@@ -29,14 +29,23 @@ _peak: Counter[str] = Counter()
 _runs: Counter[str] = Counter()
 
 
-@registry.worker("tick")
-def tick(args: dict[str, Any], job: Job) -> None:
+def _begin(job: Job) -> None:
+    """Count ``job`` as running (and its peak per queue) and as run once more."""
     with _lock:
         _active[job.queue] += 1
         _peak[job.queue] = max(_peak[job.queue], _active[job.queue])
         _runs[str(job.id)] += 1
+
+
+def _end(job: Job) -> None:
     with _lock:
         _active[job.queue] -= 1
+
+
+@registry.worker("tick")
+def tick(args: dict[str, Any], job: Job) -> None:
+    _begin(job)
+    _end(job)
 
 
 def _completed(db: Database) -> int:
@@ -75,13 +84,9 @@ async_registry = WorkerRegistry()
 
 @async_registry.worker("atick")
 async def atick(args: dict[str, Any], job: Job) -> None:
-    with _lock:
-        _active[job.queue] += 1
-        _peak[job.queue] = max(_peak[job.queue], _active[job.queue])
-        _runs[str(job.id)] += 1
+    _begin(job)
     await asyncio.sleep(0)
-    with _lock:
-        _active[job.queue] -= 1
+    _end(job)
 
 
 def test_an_async_only_pool_prefetches_for_its_slots(db: Database) -> None:
