@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers import protocol
+from bench.peers.sqlite_trace import COUNTED_WITH, FSYNCS, StatementTrace, indexes_by_table
 
 MODULE = "bench.peers.huey_peer"
 DB_ENV = "KICKSIDE_BENCH_HUEY_DB"
@@ -218,54 +218,25 @@ def drain(peer: HueyPeer, n: int, workdir: Path) -> dict[str, Any]:
     )
 
 
-WORK_PHASES = ("enqueue", "claim", "settle")
-FSYNCS = (
-    "derived, not counted: in WAL mode a commit that wrote pages fsyncs the WAL once at "
-    "FULL, never at NORMAL (only checkpoints fsync)"
-)
-WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
-
-
 def work_per_job(peer: HueyPeer, n: int) -> dict[str, Any]:
-    """Issue 26's work per job, as ``bench.workloads.work_per_job`` counts Kickside's: ``n``
-    task calls (enqueue), then in this process ``huey.dequeue()`` (claim) and
-    ``huey.execute(task)`` (settle: its revoke check and result, with the body) until the
-    queue is empty. SQLite's statement trace on Huey's connection counts the statements
-    (transaction control apart), the writes, the commits; ``total_changes`` the rows written."""
+    """Issue 26's work per job, counted as ``bench.workloads.work_per_job`` counts Kickside's
+    (:class:`~bench.peers.sqlite_trace.StatementTrace` on Huey's connection): ``n`` task calls
+    (enqueue), then in this process ``huey.dequeue()`` (claim) and ``huey.execute(task)``
+    (settle: its revoke check and result, with the body) until the queue is empty."""
     peer.reset()
     conn = huey.storage.conn
-    counts = {
-        p: {"statements": 0, "writes": 0, "rows_written": 0, "commits": 0, "writing_commits": 0}
-        for p in WORK_PHASES
-    }
-    sql: dict[str, set[str]] = {p: set() for p in WORK_PHASES}
-    phase = ["enqueue"]
-
-    began = [0]
-
-    def trace(statement: str) -> None:
-        head = statement.lstrip().upper()
-        mine = counts[phase[0]]
-        if head.startswith("BEGIN"):
-            began[0] = conn.total_changes
-        elif head.startswith("COMMIT"):
-            mine["commits"] += 1
-            mine["writing_commits"] += conn.total_changes > began[0]
-        elif not head.startswith(CONTROL):
-            mine["statements"] += 1
-            mine["writes"] += head.startswith(WRITES)
-            sql[phase[0]].add(_shape(statement))
+    trace = StatementTrace()
 
     def measured(name: str, call: Any) -> Any:
-        phase[0] = name
+        trace.phase = name
         before = conn.total_changes
         try:
             return call()
         finally:
-            counts[name]["rows_written"] += conn.total_changes - before
+            trace.add_rows(name, conn.total_changes - before)
+            trace.phase = ""
 
-    conn.set_trace_callback(trace)
+    trace.attach(conn)
     done = 0
     try:
         for _ in range(n):
@@ -274,44 +245,25 @@ def work_per_job(peer: HueyPeer, n: int) -> dict[str, Any]:
             measured("settle", lambda t=task: huey.execute(t))
             done += 1
     finally:
-        conn.set_trace_callback(None)
+        trace.detach(conn)
     if done != n:
         raise RuntimeError(f"ran {done} tasks, expected {n}")
-    metrics: dict[str, float] = {}
-    for name in WORK_PHASES:
-        for key, value in counts[name].items():
-            metrics[f"{name}_{key}_per_job"] = value / n
-    metrics.update(
-        statements_per_job=sum(metrics[f"{p}_statements_per_job"] for p in WORK_PHASES),
-        rows_written_per_job=sum(metrics[f"{p}_rows_written_per_job"] for p in WORK_PHASES),
-        commits_per_job=sum(counts[p]["commits"] for p in WORK_PHASES) / n,
-        fsyncs_per_job_full=sum(counts[p]["writing_commits"] for p in WORK_PHASES) / n,
-        fsyncs_per_job_normal=0.0,
-    )
     indexes = huey.storage.sql(
         "select tbl_name, name from sqlite_master where type = 'index' order by 1, 2",
         results=True,
     )
-    by_table: dict[str, list[str]] = {}
-    for table, index in indexes:
-        by_table.setdefault(table, []).append(index)
     return protocol.result(
         peer,
         "work_per_job",
         params={"jobs": n, "claim_batch": 1},
-        metrics=metrics,
+        metrics=trace.metrics(n),
         details={
-            "counted_with": "sqlite3 set_trace_callback and total_changes",
-            "indexes": by_table,
-            "statements": {p: sorted(sql[p]) for p in WORK_PHASES},
+            "counted_with": COUNTED_WITH,
+            "indexes": indexes_by_table(indexes),
+            "statements": trace.statements(),
             "fsyncs": FSYNCS,
         },
     )
-
-
-def _shape(statement: str) -> str:
-    """A statement with its literals as ``?`` (the trace shows them expanded)."""
-    return re.sub(r"x?'[^']*'|\b\d+(\.\d+)?\b", "?", " ".join(statement.split()))[:160]
 
 
 def run(name: str, counts: dict[str, int], workdir: Path) -> list[dict[str, Any]]:

@@ -2,13 +2,13 @@
 
 On the run's SQLite file (no pool running), ``n`` no-op jobs are enqueued one commit each
 (``JobBuilder(...).insert``), then claimed in batches of 10 (``claim``, as a pool at
-concurrency 10 does) and settled (``record``, one transaction per batch). SQLAlchemy events
-on the engine count, per phase and per job: the statements sent (``before_cursor_execute``,
-transaction control left out),
-split into reads and writes, the rows they wrote (SQLite's ``total_changes`` from each
-transaction's ``begin`` event to its ``commit``), and the commits. Huey's side
-(``bench.peers.huey_peer``) counts the same with SQLite's own statement trace on its
-connection.
+concurrency 10 does) and settled (``record``, one transaction per batch). SQLite's own
+statement trace on every connection the engine's pool hands out counts, per phase and per
+job, the statements (transaction control left out; a single enqueue goes to the driver
+without SQLAlchemy, which its events would not see), split into reads and writes, the rows
+they wrote (``total_changes`` from checkout to checkin) and the commits
+(:class:`bench.peers.sqlite_trace.StatementTrace`: Huey's side, ``bench.peers.huey_peer``,
+counts with the same class on its connection).
 
 fsyncs are not counted by the harness: in WAL mode SQLite fsyncs the WAL once per commit at
 ``synchronous=FULL`` (a commit that wrote nothing writes no WAL frame) and never per commit
@@ -20,11 +20,11 @@ plus the checkpoints' share. The indexes each table carries
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sqlalchemy import event, text
 
+from bench.peers.sqlite_trace import COUNTED_WITH, FSYNCS, StatementTrace, indexes_by_table
 from bench.targets import reset
 from bench.workloads.common import Context, Measurement
 from kickside_engine import JobBuilder, claim, record
@@ -33,46 +33,27 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind
 
 WORK_JOBS = 2_000
 BATCH = 10
-PHASES = ("enqueue", "claim", "settle")
-#: A statement that writes (the claim's ``WITH ... UPDATE ... RETURNING`` too).
-WRITE = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
-#: Transaction control (the engine's own ``BEGIN IMMEDIATE``): commits are counted apart.
-CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
 
 
-class Counter:
-    """Statements, writes, rows written and commits seen on one engine, for the phase in force.
-
-    Rows written are SQLite's ``total_changes`` on the connection from a transaction's begin
-    to its commit (a ``RETURNING`` statement's ``rowcount`` is not known when it runs).
-    """
+class PooledTrace:
+    """A :class:`StatementTrace` on every connection the engine's pool hands out, and the rows
+    each checkout wrote (``total_changes`` from checkout to checkin) for the phase in force."""
 
     def __init__(self) -> None:
-        self.phase = ""
-        self.counts: dict[str, dict[str, float]] = {
-            p: {"statements": 0, "writes": 0, "rows_written": 0, "commits": 0, "writing_commits": 0}
-            for p in PHASES
-        }
-        self.sql: dict[str, set[str]] = {p: set() for p in PHASES}
-        self.began: dict[int, int] = {}
+        self.trace = StatementTrace()
+        self._rows_at: dict[int, int] = {}
 
-    def before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if self.phase and not statement.lstrip().upper().startswith(CONTROL):
-            self.counts[self.phase]["statements"] += 1
-            self.counts[self.phase]["writes"] += bool(WRITE.search(statement))
-            self.sql[self.phase].add(" ".join(statement.split())[:120])
+    def checkout(self, dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        self.trace.attach(dbapi_conn)
+        self._rows_at[id(dbapi_conn)] = dbapi_conn.total_changes
 
-    def begin(self, conn: Any) -> None:
-        driver = conn.connection.driver_connection
-        self.began[id(driver)] = driver.total_changes
-
-    def commit(self, conn: Any) -> None:
-        driver = conn.connection.driver_connection
-        rows = driver.total_changes - self.began.pop(id(driver), driver.total_changes)
-        if self.phase:
-            self.counts[self.phase]["commits"] += 1
-            self.counts[self.phase]["writing_commits"] += rows > 0
-            self.counts[self.phase]["rows_written"] += rows
+    def checkin(self, dbapi_conn: Any, _record: Any) -> None:
+        if dbapi_conn is None:
+            return
+        self.trace.detach(dbapi_conn)
+        began = self._rows_at.pop(id(dbapi_conn), dbapi_conn.total_changes)
+        if self.trace.phase:
+            self.trace.add_rows(self.trace.phase, dbapi_conn.total_changes - began)
 
 
 def work_per_job(ctx: Context) -> Measurement:
@@ -81,30 +62,28 @@ def work_per_job(ctx: Context) -> Measurement:
         raise ValueError("work_per_job measures SQLite")
     n = ctx.count(WORK_JOBS, minimum=BATCH)
     db = ctx.target.open()
-    counter = Counter()
-    listeners = (
-        ("before_cursor_execute", counter.before),
-        ("begin", counter.begin),
-        ("commit", counter.commit),
-    )
+    pooled = PooledTrace()
+    trace = pooled.trace
+    listeners = (("checkout", pooled.checkout), ("checkin", pooled.checkin))
     try:
         reset(db)
+        db.engine.dispose()  # every connection from now on is checked out under the trace
         for name, fn in listeners:
             event.listen(db.engine, name, fn)
-        counter.phase = "enqueue"
+        trace.phase = "enqueue"
         for _ in range(n):
             JobBuilder("noop", {}).insert(db)
         done = 0
         while True:
-            counter.phase = "claim"
+            trace.phase = "claim"
             batch = claim(db, queue="default", node="bench:work", limit=BATCH)
             if not batch:
                 break
-            counter.phase = "settle"
+            trace.phase = "settle"
             finished = utcnow()
             record(db, [(c, ExecutionResult(ResultKind.DONE, finished, 0)) for c in batch])
             done += len(batch)
-        counter.phase = ""
+        trace.phase = ""
         if done != n:
             raise RuntimeError(f"claimed {done} jobs, expected {n}")
         with db.engine.connect() as conn:
@@ -116,36 +95,22 @@ def work_per_job(ctx: Context) -> Measurement:
                 )
             ).all()
     finally:
+        trace.phase = ""
         for name, fn in listeners:
             if event.contains(db.engine, name, fn):
                 event.remove(db.engine, name, fn)
         reset(db)
         db.dispose()
-    metrics: dict[str, float] = {}
-    for phase in PHASES:
-        for key, value in counter.counts[phase].items():
-            metrics[f"{phase}_{key}_per_job"] = value / n
-    metrics.update(
-        statements_per_job=sum(metrics[f"{p}_statements_per_job"] for p in PHASES),
-        rows_written_per_job=sum(metrics[f"{p}_rows_written_per_job"] for p in PHASES),
-        commits_per_job=sum(counter.counts[p]["commits"] for p in PHASES) / n,
-        fsyncs_per_job_full=sum(counter.counts[p]["writing_commits"] for p in PHASES) / n,
-        fsyncs_per_job_normal=0.0,
-    )
-    by_table: dict[str, list[str]] = {}
-    for table, name in indexes:
-        by_table.setdefault(table, []).append(name)
     return Measurement(
         workload="work_per_job",
         backend="sqlite",
         params={"jobs": n, "claim_batch": BATCH},
-        metrics=metrics,
+        metrics=trace.metrics(n),
         details={
-            "counted_with": "SQLAlchemy events (before_cursor_execute, begin, commit)",
+            "counted_with": COUNTED_WITH,
             "synchronous": {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(mode, str(mode)),
-            "indexes": by_table,
-            "statements": {p: sorted(counter.sql[p]) for p in PHASES},
-            "fsyncs": "derived, not counted: in WAL mode a commit that wrote pages fsyncs the WAL "
-            "once at FULL, never at NORMAL (only checkpoints fsync)",
+            "indexes": indexes_by_table(indexes),
+            "statements": trace.statements(),
+            "fsyncs": FSYNCS,
         },
     )

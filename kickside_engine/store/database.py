@@ -198,21 +198,29 @@ class Database:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
 
     def execute_autocommit(self, statement: str, params: Mapping[str, Any]) -> None:
-        """Run one driver-level statement that commits by itself (PostgreSQL only).
+        """Run one driver-level statement that commits by itself.
 
         The hot-path twin of :meth:`autocommit` for one statement whose result is not needed:
-        ``statement`` (psycopg's ``%(name)s`` style) goes straight to the driver on a pooled
-        connection in psycopg's autocommit mode, skipping the ``Connection`` layer's per-call
-        work (execution context, isolation level set and reset, result setup). The connection
-        comes from ``engine.raw_connection()``, so the pool's size, recycling, pre-ping and
-        checkout/checkin events apply; the engine's execution events (``before_cursor_execute``,
-        ``handle_error``) and its ``echo`` log do not see the statement. psycopg prepares it
-        server-side once it has run a few times on a connection. Driver errors are wrapped in
-        SQLAlchemy's exceptions and translated as in :meth:`autocommit`; the connection goes back
-        to the pool in the mode it came in, or is discarded when its state is unknown.
+        ``statement``, in the driver's named style (psycopg's ``%(name)s``, sqlite3's
+        ``:name``), goes straight to the driver on a pooled connection, skipping the
+        ``Connection`` layer's per-call work (execution context, isolation level set and reset,
+        result setup, and on SQLite the ``BEGIN IMMEDIATE`` and ``COMMIT`` round of a
+        transaction for one statement). ``params`` go to the driver as they are: convert them
+        as the columns' types would first. On PostgreSQL the statement runs in psycopg's
+        autocommit mode, and psycopg prepares it server-side once it has run a few times on a
+        connection. On SQLite one statement outside a transaction is a transaction of its own,
+        which waits for the write lock as ``BEGIN IMMEDIATE`` does (busy timeout included); on a
+        host's connection that opens transactions implicitly it is committed at once.
+
+        The connection comes from ``engine.raw_connection()``, so the pool's size, recycling,
+        pre-ping and checkout/checkin events apply; the engine's execution events
+        (``before_cursor_execute``, ``handle_error``) and its ``echo`` log do not see the
+        statement. Driver errors are wrapped in SQLAlchemy's exceptions and translated as in
+        :meth:`autocommit`; the connection goes back to the pool in the mode it came in, or is
+        discarded when its state is unknown.
         """
-        if not self.is_postgresql:
-            raise ConfigurationError("execute_autocommit runs on PostgreSQL only")
+        if self.engine.dialect.is_async:
+            raise ConfigurationError("execute_autocommit needs a synchronous engine")
         if not self._schema_current:
             self.require_current_schema()
         dialect = self.engine.dialect
@@ -227,12 +235,17 @@ class Database:
             except dbapi_error as exc:
                 raise wrapped(exc, None, dialect.is_disconnect(exc, None, None)) from exc
             driver: Any = raw.driver_connection
-            switch = not driver.autocommit
+            switch = self.is_postgresql and not driver.autocommit
             try:
                 if switch:
                     driver.autocommit = True
-                with driver.cursor() as cursor:
+                cursor = driver.cursor()
+                try:
                     cursor.execute(statement, params)
+                finally:
+                    cursor.close()
+                if not self.is_postgresql and driver.in_transaction:
+                    driver.commit()  # a host's sqlite3 connection began one implicitly
             except dbapi_error as exc:
                 disconnect = dialect.is_disconnect(exc, driver, None)
                 if disconnect:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -182,42 +185,68 @@ def test_a_database_with_nothing_else_in_it_can_be_initialised() -> None:
 
 @pytest.fixture(params=["transactional", "autocommit"])
 def one_connection_db(request: pytest.FixtureRequest, target: Target) -> Iterator[Database]:
-    """PostgreSQL behind a pool of one connection (so every checkout is the same one), with a
-    ``scratch`` table beside Kickside's (migrated, so the handle's schema check has passed); a
-    host engine that runs in transactions or in autocommit itself."""
-    if target.backend != "postgresql":
-        pytest.skip("execute_autocommit is PostgreSQL's")
-    engine = sa.create_engine(
-        target.url,
-        pool_size=1,
-        max_overflow=0,
-        isolation_level="AUTOCOMMIT" if request.param == "autocommit" else "READ COMMITTED",
-    )
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE SCHEMA "{target.schema}"')
-        conn.exec_driver_sql(f'CREATE TABLE "{target.schema}".scratch (v integer PRIMARY KEY)')
+    """The target database behind a pool of one connection (so every checkout is the same
+    one), with a ``scratch`` table beside Kickside's (migrated, so the handle's schema check has
+    passed); a host engine that runs in transactions or in autocommit itself."""
+    autocommit = request.param == "autocommit"
+    if target.backend == "postgresql":
+        engine = sa.create_engine(
+            target.url,
+            pool_size=1,
+            max_overflow=0,
+            isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
+        )
+        scratch = f'"{target.schema}".scratch'
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'CREATE SCHEMA "{target.schema}"')
+            conn.exec_driver_sql(f"CREATE TABLE {scratch} (v integer PRIMARY KEY)")
+    else:  # sqlite3's own transactions (opened before a write), or none
+        engine = sa.create_engine(
+            target.url,
+            pool_size=1,
+            max_overflow=0,
+            **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
+        )
+        with engine.begin() as conn:
+            # Not the rowid: NULL is refused, not numbered; and SQLite stores any type unless
+            # told not to.
+            conn.exec_driver_sql(
+                "CREATE TABLE scratch (v integer NOT NULL UNIQUE CHECK (typeof(v) = 'integer'))"
+            )
     db = Database(engine, schema=target.schema)
     migrate.upgrade(db)
     migrate.ensure_current(db)
-    assert _driver_autocommit(db) is (request.param == "autocommit")
+    assert _driver_autocommit(db) is autocommit
     yield db
     engine.dispose()
 
 
+def _scratch_table(db: Database) -> str:
+    return f'"{db.schema}".scratch' if db.schema else "scratch"
+
+
+def _insert_sql(db: Database) -> str:
+    value = "%(v)s" if db.is_postgresql else ":v"  # the driver's named style
+    return f"INSERT INTO {_scratch_table(db)} (v) VALUES ({value})"
+
+
 def _insert(db: Database, value: object) -> None:
-    db.execute_autocommit(f'INSERT INTO "{db.schema}".scratch (v) VALUES (%(v)s)', {"v": value})
+    db.execute_autocommit(_insert_sql(db), {"v": value})
 
 
 def _scratch(db: Database) -> list[int]:
     with db.read() as conn:
-        return sorted(conn.exec_driver_sql(f'SELECT v FROM "{db.schema}".scratch').scalars())
+        return sorted(conn.exec_driver_sql(f"SELECT v FROM {_scratch_table(db)}").scalars())
 
 
 def _driver_autocommit(db: Database) -> bool:
     """The pooled connection's mode as the pool hands it out."""
     raw = db.engine.raw_connection()
     try:
-        return bool(raw.driver_connection.autocommit)  # type: ignore[union-attr]
+        driver: Any = raw.driver_connection
+        if db.is_postgresql:
+            return bool(driver.autocommit)
+        return driver.isolation_level is None
     finally:
         raw.close()
 
@@ -232,7 +261,7 @@ def test_execute_autocommit_commits_and_returns_the_connection_as_it_came(
     assert _driver_autocommit(db) is came_in_autocommit
     if not came_in_autocommit:
         with pytest.raises(RuntimeError), db.begin() as conn:
-            conn.exec_driver_sql(f'INSERT INTO "{db.schema}".scratch (v) VALUES (2)')
+            conn.exec_driver_sql(f"INSERT INTO {_scratch_table(db)} (v) VALUES (2)")
             raise RuntimeError("roll back")
         assert _scratch(db) == [1]  # the next transaction is a real one
 
@@ -241,8 +270,12 @@ def test_execute_autocommit_raises_what_autocommit_raises(one_connection_db: Dat
     db = one_connection_db
     came_in_autocommit = _driver_autocommit(db)
     _insert(db, 1)
-    statement = f'INSERT INTO "{db.schema}".scratch (v) VALUES (%(v)s)'
-    for value in (1, "not a number", 2**40, None):
+    statement = _insert_sql(db)
+    # A duplicate, a text, a number out of range (PostgreSQL's integer), a NULL.
+    refused: tuple[object, ...] = (1, "not a number", None)
+    if db.is_postgresql:
+        refused += (2**40,)
+    for value in refused:
         with pytest.raises(sa.exc.DBAPIError) as fast:
             db.execute_autocommit(statement, {"v": value})
         with pytest.raises(sa.exc.DBAPIError) as slow, db.autocommit() as conn:
@@ -255,8 +288,19 @@ def test_execute_autocommit_raises_what_autocommit_raises(one_connection_db: Dat
     assert _scratch(db) == [1, 2]
 
 
-def test_execute_autocommit_translates_a_refused_write(one_connection_db: Database) -> None:
+def test_execute_autocommit_translates_a_refused_write(
+    one_connection_db: Database, target: Target
+) -> None:
     db = one_connection_db
+    if target.backend == "sqlite":
+        with db.engine.connect() as conn:  # the pool's only connection, from now on read-only
+            conn.exec_driver_sql("PRAGMA query_only = ON")
+        with pytest.raises(PermissionDeniedError, match="permission denied"):
+            _insert(db, 1)
+        with db.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA query_only = OFF")
+        assert _scratch(db) == []
+        return
     role = f"kst_nobody_{uuid.uuid4().hex[:10]}"
     with db.engine.begin() as conn:
         conn.exec_driver_sql(f'CREATE ROLE "{role}" NOLOGIN')
@@ -277,6 +321,8 @@ def test_execute_autocommit_translates_a_refused_write(one_connection_db: Databa
 
 def test_execute_autocommit_discards_a_dead_connection(one_connection_db: Database) -> None:
     db = one_connection_db
+    if not db.is_postgresql:
+        pytest.skip("a SQLite connection has no server end to lose")
     _insert(db, 1)
     with db.engine.connect() as conn:
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
@@ -290,8 +336,35 @@ def test_execute_autocommit_discards_a_dead_connection(one_connection_db: Databa
     assert _scratch(db) == [1, 3]
 
 
-def test_execute_autocommit_is_postgresql_only(tmp_path: Path) -> None:
-    db = connect_database(f"sqlite:///{tmp_path}/k.sqlite3")
-    with pytest.raises(ConfigurationError, match="PostgreSQL only"):
-        db.execute_autocommit("SELECT 1", {})
+def test_execute_autocommit_waits_for_sqlites_write_lock(tmp_path: Path) -> None:
+    """One statement outside a transaction waits for another writer, as BEGIN IMMEDIATE does,
+    instead of failing with "database is locked"."""
+    url = f"sqlite:///{tmp_path}/k.sqlite3"
+    db = connect_database(url)
+    migrate.upgrade(db)
+    with db.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE scratch (v integer)")
+    holder = sa.create_engine(url)
+    with holder.connect() as conn:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        released = threading.Timer(0.5, conn.exec_driver_sql, ("COMMIT",))
+        released.start()
+        started = time.monotonic()
+        _insert(db, 1)
+        waited = time.monotonic() - started
+        released.join()
+    holder.dispose()
+    assert _scratch(db) == [1]
+    assert waited >= 0.4  # it waited for the lock rather than writing beside it
     db.dispose()
+
+
+def test_execute_autocommit_refuses_an_async_engine(tmp_path: Path) -> None:
+    pytest.importorskip("aiosqlite")
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/k.sqlite3")
+    db = Database(engine.sync_engine)
+    with pytest.raises(ConfigurationError, match="synchronous engine"):
+        db.execute_autocommit("SELECT 1", {})
+    engine.sync_engine.dispose()
