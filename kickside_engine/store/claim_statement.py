@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    JSON,
     BigInteger,
     ColumnElement,
     Connection,
@@ -76,9 +77,11 @@ def fetch_driver_rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> 
     ``Connection.exec_driver_sql`` builds result metadata from the cursor's description at
     every run of a textual statement: for the claim's 36 columns that was about 0.3 ms per
     turn, most of the client CPU of a turn that claims one job (an idle pool's, which sets the
-    pick-up latency). ``conn`` must autocommit (the turn connection): the driver commits each
-    statement by itself. Driver errors are raised as SQLAlchemy's, as the ``Connection`` would
-    raise them; the caller discards a connection whose statement failed.
+    pick-up latency). On PostgreSQL ``conn`` must autocommit (the turn connection): the driver
+    commits each statement by itself; on SQLite the statement runs in ``conn``'s transaction
+    (:mod:`~kickside_engine.store.sqlite_driver`). Driver errors are raised as SQLAlchemy's,
+    as the ``Connection`` would raise them; the caller discards a connection whose statement
+    failed.
     """
     cursor = conn.connection.cursor()
     try:
@@ -105,13 +108,15 @@ def claim_and_settle_statement(
 
 
 def worker_filter(column: Any, dialect: str) -> ColumnElement[bool]:
-    """``column`` is one of the ``p_workers`` parameter's names (one array parameter on
-    PostgreSQL, so the statement text does not change with the number of workers)."""
+    """``column`` is one of the ``p_workers`` parameter's names: one parameter whatever the
+    number of workers (an array on PostgreSQL, a JSON array read by ``json_each`` on SQLite),
+    so the statement's text is fixed and can run on the driver."""
     matches: ColumnElement[bool]
     if dialect == "postgresql":
         matches = column == func.any(bindparam("p_workers", type_=ARRAY(String)))
     else:
-        matches = column.in_(bindparam("p_workers", expanding=True))
+        names = func.json_each(bindparam("p_workers", type_=JSON)).table_valued("value")
+        matches = column.in_(select(names.c.value))
     return matches
 
 

@@ -26,9 +26,10 @@ import contextlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, insert, update
+from sqlalchemy import Connection, bindparam, insert, update
 
 from kickside_engine.models import ClaimedJob
 from kickside_engine.store.claim_statement import (
@@ -46,8 +47,11 @@ from kickside_engine.store.leases import (
     leases_still_held,
     renew_leases,
 )
-from kickside_engine.store.rows import job_from_driver_row, job_from_row
+from kickside_engine.store.rows import job_from_driver_row, job_from_row, sqlite_job_decoder
 from kickside_engine.store.settle import UnnestSettle
+from kickside_engine.store.sqlite_driver import driver_statement as driver_statement_sqlite
+from kickside_engine.store.sqlite_driver import execute_many, fetch_rows, runs_on_sqlite3
+from kickside_engine.store.tables import Tables
 from kickside_engine.store.types import as_utc
 
 __all__ = [
@@ -158,6 +162,11 @@ def claim_jobs(
         else:
             rows = conn.exec_driver_sql(sql, {**constants, **params}).fetchall()
         jobs = [job_from_driver_row(r) for r in rows]
+    elif job_ids is None and runs_on_sqlite3(conn):
+        decode = sqlite_job_decoder(db.tables, conn.dialect)
+        jobs = [
+            decode(r) for r in fetch_rows(conn, driver_statement_sqlite(stmt, conn.dialect), params)
+        ]
     else:
         jobs = [job_from_row(r) for r in conn.execute(stmt, params)]
     if not jobs:
@@ -182,23 +191,47 @@ def start_runs(
     code_version: str | None,
 ) -> None:
     """Open one run-history row per claimed job."""
-    conn.execute(
-        insert(db.tables.job_run),
-        [
-            {
-                "job_id": c.job.id,
-                "attempt": c.job.attempt,
-                "queue": c.job.queue,
-                "worker": c.job.worker,
-                "node": c.node,
-                "lease_token": c.lease_token,
-                "code_version": code_version,
-                "queue_ms": max(0, int((now - c.job.scheduled_at) / timedelta(milliseconds=1))),
-                "started_at": now,
-            }
-            for c in claimed
-        ],
+    rows = [
+        {
+            "job_id": c.job.id,
+            "attempt": c.job.attempt,
+            "queue": c.job.queue,
+            "worker": c.job.worker,
+            "node": c.node,
+            "lease_token": c.lease_token,
+            "code_version": code_version,
+            "queue_ms": max(0, int((now - c.job.scheduled_at) / timedelta(milliseconds=1))),
+            "started_at": now,
+        }
+        for c in claimed
+    ]
+    if runs_on_sqlite3(conn):
+        execute_many(conn, driver_statement_sqlite(_run_insert(db.tables), conn.dialect), rows)
+    else:
+        conn.execute(insert(db.tables.job_run), rows)
+
+
+@lru_cache(maxsize=16)
+def _run_insert(tables: Tables) -> Any:
+    """The insert of a run row with every column :func:`start_runs` sets."""
+    run = tables.job_run
+    return insert(run).values(
+        {name: bindparam(name, type_=run.c[name].type) for name in _RUN_STARTS}
     )
+
+
+#: The run columns a claim sets (the others keep their defaults until the run is settled).
+_RUN_STARTS = (
+    "job_id",
+    "attempt",
+    "queue",
+    "worker",
+    "node",
+    "lease_token",
+    "code_version",
+    "queue_ms",
+    "started_at",
+)
 
 
 def restamp_run(db: Database, lease_token: uuid.UUID, code_version: str | None) -> None:

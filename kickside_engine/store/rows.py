@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Row
@@ -20,6 +21,7 @@ from kickside_engine.models import (
     RunOutcome,
     job_from_values,
 )
+from kickside_engine.store.sqlite_driver import row_converters
 
 
 def job_from_row(row: Row[Any] | Any) -> Job:
@@ -81,6 +83,31 @@ def job_from_driver_row(values: Sequence[Any]) -> Job:
             v[i] = v[i].astimezone(UTC)  # psycopg gives the session's time zone
     v[_ERRORS] = [_error(e) for e in v[_ERRORS]]
     return job_from_values(v)
+
+
+def sqlite_job_decoder(tables: Any, dialect: Any) -> Callable[[Sequence[Any]], Job]:
+    """A :class:`Job` from a SQLite row of every ``kickside_job`` column in table order, as
+    sqlite3 gives it (ids as hex, instants as text, JSON as text), converted as the columns'
+    types would convert it (:mod:`~kickside_engine.store.sqlite_driver`)."""
+    return _sqlite_job_decoder(tables, dialect)
+
+
+@lru_cache(maxsize=16)
+def _sqlite_job_decoder(tables: Any, dialect: Any) -> Callable[[Sequence[Any]], Job]:
+    converters = list(enumerate(row_converters(list(tables.job.columns), dialect)))
+    converted = [(i, c) for i, c in converters if c is not None]
+
+    def decode(values: Sequence[Any]) -> Job:
+        v = list(values)
+        for i, convert in converted:
+            if v[i] is not None:
+                v[i] = convert(v[i])
+        v[_KIND] = JOB_KINDS_BY_VALUE[v[_KIND]]
+        v[_STATE] = JOB_STATES_BY_VALUE[v[_STATE]]
+        v[_ERRORS] = [_error(e) for e in v[_ERRORS]]
+        return job_from_values(v)
+
+    return decode
 
 
 def _error(entry: dict[str, Any]) -> JobError:

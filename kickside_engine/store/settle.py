@@ -32,6 +32,7 @@ from kickside_engine.models import (
 )
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import Computed, column_values
+from kickside_engine.store.sqlite_driver import driver_statement, execute_many, runs_on_sqlite3
 from kickside_engine.store.workflows import release_after_final
 
 
@@ -122,9 +123,12 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     for s in settlements:
         stmt, params = _fenced_update(db, s)
         groups.setdefault(id(stmt), (stmt, []))[1].append(params)
-    for stmt, rows in groups.values():
-        conn.execute(stmt, rows)
-    conn.execute(_run_settle_statement(db.tables), [_run_params(s) for s in settlements])
+    runs = _run_settle_statement(db.tables), [_run_params(s) for s in settlements]
+    for stmt, rows in (*groups.values(), runs):
+        if runs_on_sqlite3(conn):  # the pool's turn: see store.sqlite_driver
+            execute_many(conn, driver_statement(stmt, conn.dialect), rows)
+        else:
+            conn.execute(stmt, rows)
     _release_workflows(db, conn, settlements)
 
 

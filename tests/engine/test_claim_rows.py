@@ -1,7 +1,8 @@
 """A claimed job is the job as stored, field for field, however the claim read its row.
 
-On PostgreSQL the claim reads psycopg's rows directly (no SQLAlchemy result processing) and
-builds each job positionally; a column out of place or a value left unconverted shows here.
+The claim reads the driver's rows directly (psycopg's, sqlite3's: no SQLAlchemy result
+processing) and builds each job positionally; a column out of place or a value left
+unconverted shows here.
 """
 
 from __future__ import annotations
