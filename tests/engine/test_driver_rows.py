@@ -19,11 +19,16 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kickside_engine import Database, JobBuilder, claim
+from kickside_engine import Database, JobBuilder, claim, enqueue_fanout
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
+from kickside_engine.store.claim_statement import claim_statement
 from kickside_engine.store.claims import start_runs
 from kickside_engine.store.settle import settle, settle_batch
-from kickside_engine.store.sqlite_driver import bind_converter, result_converter
+from kickside_engine.store.sqlite_driver import (
+    bind_converter,
+    driver_statement,
+    result_converter,
+)
 from kickside_engine.store.tables import build_tables
 
 NOW = datetime(2026, 12, 3, 11, 0, 0, 250000, tzinfo=UTC)
@@ -156,3 +161,33 @@ def test_a_row_the_database_refuses_raises_sqlalchemys_error_and_writes_nothing(
     with db.read() as conn:
         runs = conn.execute(sa.select(sa.func.count()).select_from(db.tables.job_run)).scalar()
     assert runs == 1  # the claim's own run; the refused batch left nothing
+
+
+@pytest.mark.parametrize("by_worker", [False, True], ids=["any-worker", "by-worker"])
+def test_a_sqlite_claim_updates_its_jobs_by_primary_key_not_the_backlog(
+    db: Database, by_worker: bool
+) -> None:
+    """The claim's update finds the chosen jobs by id: a test of their state beside it once
+    led SQLite to read every available job through the state index at every claim."""
+    if not db.is_sqlite:
+        pytest.skip("PostgreSQL's claim plans are checked in test_generic_plans.py")
+    enqueue_fanout(db, JobBuilder("noop"), [{} for _ in range(500)])  # never analysed
+    stmt = claim_statement(db.tables, "sqlite", True, by_worker, False)
+    ds = driver_statement(stmt, db.engine.dialect)
+    params = ds.params(
+        {
+            "p_queue": "default",
+            "p_now": NOW,
+            "p_limit": 10,
+            "p_node": "n",
+            "p_expires": NOW,
+            "p_code_version": None,
+            **({"p_workers": ["noop"]} if by_worker else {}),
+        }
+    )
+    with db.read() as conn:
+        driver: Any = conn.connection.driver_connection
+        plan = [row[3] for row in driver.execute("EXPLAIN QUERY PLAN " + ds.sql, params)]
+    target = plan[0]  # the update's own search comes first, its subqueries after
+    assert "sqlite_autoindex_kickside_job_1 (id=?)" in target, plan
+    assert any("ix_kickside_job_fetch (state=? AND queue=?)" in line for line in plan), plan
