@@ -14,13 +14,13 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, String, bindparam, func, insert, select
-from sqlalchemy.dialects import sqlite
 
 from kickside_engine.errors import ConflictError, InvalidArgumentError
 from kickside_engine.models import Inserted, JobState
 from kickside_engine.store.copy_text import encode_json
 from kickside_engine.store.database import Database
 from kickside_engine.store.notify import channel_name, notify_in_transaction
+from kickside_engine.store.sqlite_driver import driver_statement as sqlite_driver_statement
 from kickside_engine.store.tables import Tables
 
 #: Rows from which a bulk insert on PostgreSQL streams with COPY instead of INSERT.
@@ -51,14 +51,10 @@ def insert_job_autocommit(db: Database, row: dict[str, Any]) -> None:
     if db.is_postgresql:
         db.execute_autocommit(_insert_and_notify_sql(db, tuple(row)), _insert_params(db, row))
         return
-    sql, processors = _sqlite_insert(db.tables, db.engine.dialect, tuple(row))
-    db.execute_autocommit(
-        sql,
-        {
-            name: value if process is None or (value is None and keeps_none) else process(value)
-            for (name, process, keeps_none), value in zip(processors, row.values(), strict=True)
-        },
-    )
+    keys = tuple(row)
+    insert_row = sqlite_driver_statement(_sqlite_insert(db.tables, keys), db.engine.dialect)
+    values = dict(zip(_param_names(keys), row.values(), strict=True))
+    db.execute_autocommit(insert_row.sql, insert_row.params(values))
 
 
 def insert_job(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted:
@@ -154,25 +150,10 @@ def _insert_and_notify(tables: Tables, keys: tuple[str, ...]) -> Any:
 
 
 @lru_cache(maxsize=16)
-def _sqlite_insert(
-    tables: Tables, dialect: Any, keys: tuple[str, ...]
-) -> tuple[str, tuple[tuple[str, Any, bool], ...]]:
-    """The plain INSERT of a row with ``keys`` for sqlite3 (``:p_<key>`` parameters), and for
-    each parameter its name, the bind processor of its column's type (so values are stored
-    exactly as the ``Connection`` would store them: ids as hex, instants as text, JSON) and
-    whether that processor leaves ``None`` as it is (most of a new row's columns are NULL)."""
+def _sqlite_insert(tables: Tables, keys: tuple[str, ...]) -> Any:
+    """The plain INSERT of a row with ``keys`` (``p_<key>`` parameters), for sqlite3."""
     job = tables.job
-    stmt = insert(job).values({k: bindparam(f"p_{k}", type_=job.c[k].type) for k in keys})
-    sql = str(stmt.compile(dialect=_NAMED_SQLITE))
-    processors = []
-    for k in keys:
-        process = job.c[k].type.dialect_impl(dialect).bind_processor(dialect)
-        processors.append((f"p_{k}", process, process is None or process(None) is None))
-    return sql, tuple(processors)
-
-
-#: SQLite's dialect rendering sqlite3's named parameters (``:name``) instead of ``?``.
-_NAMED_SQLITE = sqlite.dialect(paramstyle="named")
+    return insert(job).values({k: bindparam(f"p_{k}", type_=job.c[k].type) for k in keys})
 
 
 def insert_rows(db: Database, conn: Connection, rows: list[dict[str, Any]]) -> None:

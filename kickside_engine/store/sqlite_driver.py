@@ -10,7 +10,8 @@ processor makes, written for the value at hand (an aware UTC instant, a UUID, an
 document); for any other type, the type's own processor. Rows read back are converted by
 :func:`result_converter` the same way. So what is stored and read is exactly what the
 ``Connection`` would store and read (tested value by value against SQLAlchemy's processors),
-and the statements still run in the caller's transaction.
+and the statements still run in the caller's transaction. A single enqueue's INSERT is
+converted the same way (:func:`kickside_engine.store.inserts.insert_job_autocommit`).
 """
 
 from __future__ import annotations
@@ -131,11 +132,21 @@ def bind_converter(type_: Any, dialect: Dialect) -> Converter | None:
 def sqlite_instant(value: datetime) -> str:
     """An aware instant as ``UTCDateTime`` stores it on SQLite: naive UTC text, microseconds
     always written (SQLAlchemy's ``DATETIME`` storage format)."""
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value!r}: Kickside stores timezone-aware UTC")
+    global _last_instant
+    last, text = _last_instant
+    if value is last:  # a batch repeats its instants (every run of a claim starts at once)
+        return text
     if value.tzinfo is not UTC:
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: Kickside stores timezone-aware UTC")
         value = value.astimezone(UTC)
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+    text = value.isoformat(" ", "microseconds")[:-6]  # without its "+00:00"
+    _last_instant = (value, text)
+    return text
+
+
+#: The last instant :func:`sqlite_instant` wrote, and its text (one tuple: threads may share it).
+_last_instant: tuple[datetime | None, str] = (None, "")
 
 
 def _uuid_hex(value: Any) -> str:
