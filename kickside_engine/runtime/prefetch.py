@@ -20,17 +20,31 @@ PREFETCH_BELOW_MS = 20
 #: Without ``PoolConfig.prefetch``, the buffer holds from 2 to 12 jobs per place: as many as
 #: the executors get through during one turn (see :func:`prefetch_limit`).
 PREFETCH_PER_PLACE = (2, 12)
+#: The most per place on SQLite. Its turn is a transaction whose commit writes every page the
+#: turn touched to the WAL, and whose statements cost less per job the more jobs they carry:
+#: one thread running 200-job turns back to back spent 117 µs per job against 149 in 64-job
+#: turns. A pool capped at 12 per place claimed about 64 jobs a turn; at 24, 120, and drained
+#: 11 % (process executors) to 15 % (an async executor) faster.
+PREFETCH_MOST_PER_PLACE_SQLITE = 24
 #: What handing a job to an executor and taking its result back costs at least, in ms: the
 #: shortest execution :func:`prefetch_limit` counts with.
 HANDOFF_MS = 0.5
 
 
-def prefetch_limit(places: int, configured: int | None, turn_ms: float, execution_ms: float) -> int:
+def prefetch_limit(
+    places: int,
+    configured: int | None,
+    turn_ms: float,
+    execution_ms: float,
+    *,
+    most_per_place: int = PREFETCH_PER_PLACE[1],
+) -> int:
     """How many claimed jobs may wait for an executor: ``configured`` when set, else enough
     to keep every place busy through one database turn of ``turn_ms``, given executions of
     ``execution_ms`` (counted as at least :data:`HANDOFF_MS`), within
-    :data:`PREFETCH_PER_PLACE` per place. A place runs one job at a time: a process
-    executor is one, an async executor one per slot.
+    :data:`PREFETCH_PER_PLACE` per place (``most_per_place`` instead of its upper bound:
+    :data:`PREFETCH_MOST_PER_PLACE_SQLITE` on SQLite). A place runs one job at a time: a
+    process executor is one, an async executor one per slot.
 
     A turn is a round trip and a commit, whatever the batch: while it runs, executors that
     have nothing buffered sit idle. A drain timeline with twice the executors buffered showed
@@ -41,9 +55,9 @@ def prefetch_limit(places: int, configured: int | None, turn_ms: float, executio
     """
     if configured is not None:
         return configured
-    low, high = PREFETCH_PER_PLACE
+    low = PREFETCH_PER_PLACE[0]
     per_place = math.ceil(turn_ms / max(execution_ms, HANDOFF_MS))
-    return places * max(low, min(high, per_place))
+    return places * max(low, min(most_per_place, per_place))
 
 
 class PrefetchBuffer:

@@ -22,7 +22,13 @@ from kickside_engine.models import ClaimedJob
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executor_set import ExecutorSet
 from kickside_engine.runtime.executors import Executor
-from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS, PrefetchBuffer, prefetch_limit
+from kickside_engine.runtime.prefetch import (
+    PREFETCH_BELOW_MS,
+    PREFETCH_MOST_PER_PLACE_SQLITE,
+    PREFETCH_PER_PLACE,
+    PrefetchBuffer,
+    prefetch_limit,
+)
 from kickside_engine.runtime.supervision import LeaseKeeper
 from kickside_engine.runtime.turns import ClaimPlan, Turn, TurnResult, TurnRunner
 from kickside_engine.store.database import Database
@@ -59,6 +65,9 @@ class Producer:
         self.wake = wake
         #: Runs the turns (the one attribute a turn on the store thread touches).
         self.turns = TurnRunner(db, config, node)
+        self._most_per_place = (
+            PREFETCH_MOST_PER_PLACE_SQLITE if db.is_sqlite else PREFETCH_PER_PLACE[1]
+        )
         #: Claimed but not yet handed to an executor (see ``PoolConfig.prefetch``): dispatched
         #: the moment an executor frees up, without waiting for a database round trip.
         self.buffer = PrefetchBuffer()
@@ -230,7 +239,13 @@ class Producer:
         # The places that run jobs, not the process executors: an async-only pool has none of
         # those, and prefetched nothing, its turns' round trips leaving every slot idle.
         places = min(self.executors.places(), sum(self.config.queues.values()))
-        return prefetch_limit(places, self.config.prefetch, self._turn_ms, self.executors.recent_ms)
+        return prefetch_limit(
+            places,
+            self.config.prefetch,
+            self._turn_ms,
+            self.executors.recent_ms,
+            most_per_place=self._most_per_place,
+        )
 
     def _assign(
         self,

@@ -16,7 +16,11 @@ import sqlalchemy as sa
 from kickside_engine import Database, Job, JobBuilder, WorkerRegistry, enqueue_many
 from kickside_engine.clock import utcnow
 from kickside_engine.runtime import PoolConfig, WorkerPool
-from kickside_engine.runtime.prefetch import prefetch_limit
+from kickside_engine.runtime.prefetch import (
+    PREFETCH_MOST_PER_PLACE_SQLITE,
+    PREFETCH_PER_PLACE,
+    prefetch_limit,
+)
 from kickside_engine.runtime.turns import Turn, TurnResult
 from kickside_engine.store.claims import claim_jobs, restamp_run
 
@@ -128,6 +132,9 @@ def test_prefetch_limit_covers_one_turn_within_two_to_twelve_jobs_per_place() ->
     assert prefetch_limit(10, None, turn_ms=2.0, execution_ms=50.0) == 20  # slow jobs: the floor
     assert prefetch_limit(10, 5, turn_ms=100.0, execution_ms=0.0) == 5  # configured: as given
     assert prefetch_limit(10, 0, turn_ms=100.0, execution_ms=0.0) == 0
+    # SQLite's turns carry more (their commit and statements cost less per job in bigger ones).
+    assert prefetch_limit(10, None, turn_ms=11.0, execution_ms=0.0, most_per_place=24) == 220
+    assert prefetch_limit(10, None, turn_ms=30.0, execution_ms=0.0, most_per_place=24) == 240
 
 
 def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
@@ -153,7 +160,8 @@ def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
     finally:
         pool.stop(30)
     assert deepest > 2 * 2  # the fixed default of twice the executors stopped at 4
-    assert deepest <= 12 * 2
+    most = PREFETCH_MOST_PER_PLACE_SQLITE if db.is_sqlite else PREFETCH_PER_PLACE[1]
+    assert deepest <= most * 2
 
 
 def test_prefetch_zero_claims_only_for_free_executors(db: Database) -> None:
