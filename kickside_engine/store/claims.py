@@ -26,10 +26,9 @@ import contextlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, update
+from sqlalchemy import Connection, insert, update
 
 from kickside_engine.models import ClaimedJob
 from kickside_engine.store.claim_statement import (
@@ -49,9 +48,9 @@ from kickside_engine.store.leases import (
 )
 from kickside_engine.store.rows import job_from_driver_row, job_from_row, sqlite_job_decoder
 from kickside_engine.store.settle import UnnestSettle
+from kickside_engine.store.sqlite_batches import insert_rows
 from kickside_engine.store.sqlite_driver import driver_statement as driver_statement_sqlite
-from kickside_engine.store.sqlite_driver import execute_many, fetch_rows, runs_on_sqlite3
-from kickside_engine.store.tables import Tables
+from kickside_engine.store.sqlite_driver import fetch_rows, runs_on_sqlite3
 from kickside_engine.store.types import as_utc
 
 __all__ = [
@@ -205,33 +204,10 @@ def start_runs(
         }
         for c in claimed
     ]
-    if runs_on_sqlite3(conn):
-        execute_many(conn, driver_statement_sqlite(_run_insert(db.tables), conn.dialect), rows)
+    if runs_on_sqlite3(conn):  # one statement for the batch: see store.sqlite_batches
+        insert_rows(conn, db.tables.job_run, rows)
     else:
         conn.execute(insert(db.tables.job_run), rows)
-
-
-@lru_cache(maxsize=16)
-def _run_insert(tables: Tables) -> Any:
-    """The insert of a run row with every column :func:`start_runs` sets."""
-    run = tables.job_run
-    return insert(run).values(
-        {name: bindparam(name, type_=run.c[name].type) for name in _RUN_STARTS}
-    )
-
-
-#: The run columns a claim sets (the others keep their defaults until the run is settled).
-_RUN_STARTS = (
-    "job_id",
-    "attempt",
-    "queue",
-    "worker",
-    "node",
-    "lease_token",
-    "code_version",
-    "queue_ms",
-    "started_at",
-)
 
 
 def restamp_run(db: Database, lease_token: uuid.UUID, code_version: str | None) -> None:

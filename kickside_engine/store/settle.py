@@ -32,6 +32,7 @@ from kickside_engine.models import (
 )
 from kickside_engine.store.database import Database
 from kickside_engine.store.jobs import Computed, column_values
+from kickside_engine.store.sqlite_batches import update_jobs, update_runs, updates_from_supported
 from kickside_engine.store.sqlite_driver import driver_statement, execute_many, runs_on_sqlite3
 from kickside_engine.store.workflows import release_after_final
 
@@ -123,13 +124,31 @@ def settle_batch(db: Database, conn: Connection, settlements: Sequence[Settlemen
     for s in settlements:
         stmt, params = _fenced_update(db, s)
         groups.setdefault(id(stmt), (stmt, []))[1].append(params)
-    runs = _run_settle_statement(db.tables), [_run_params(s) for s in settlements]
-    for stmt, rows in (*groups.values(), runs):
-        if runs_on_sqlite3(conn):  # the pool's turn: see store.sqlite_driver
-            execute_many(conn, driver_statement(stmt, conn.dialect), rows)
-        else:
+    runs = [_run_params(s) for s in settlements]
+    if runs_on_sqlite3(conn) and updates_from_supported(conn):  # the pool's turn on SQLite
+        _settle_sqlite_batches(db, conn, list(groups.values()), runs)
+    else:
+        for stmt, rows in (*groups.values(), (_run_settle_statement(db.tables), runs)):
             conn.execute(stmt, rows)
     _release_workflows(db, conn, settlements)
+
+
+def _settle_sqlite_batches(
+    db: Database,
+    conn: Connection,
+    groups: Sequence[tuple[Any, list[dict[str, Any]]]],
+    runs: list[dict[str, Any]],
+) -> None:
+    """Each shape of job update, then the runs, in one statement each
+    (:mod:`~kickside_engine.store.sqlite_batches`); a shape with values computed in SQL runs
+    its statement once per row."""
+    for stmt, rows in groups:
+        if stmt in _computing_statements:
+            execute_many(conn, driver_statement(stmt, conn.dialect), rows)
+        else:
+            keys = tuple(name[2:] for name in rows[0] if name.startswith("v_"))
+            update_jobs(conn, db.tables.job, keys, rows)
+    update_runs(conn, db.tables.job_run, runs)
 
 
 _FINAL_VALUES = frozenset(state.value for state in FINAL_STATES)
@@ -200,6 +219,8 @@ def _fenced_update(db: Database, s: Settlement) -> tuple[Any, dict[str, Any]]:
     stmt = _settle_statements.get(shape)
     if stmt is None:
         stmt = _settle_statements[shape] = _settle_statement(db, shape[1], exprs)
+        if exprs:
+            _computing_statements.add(stmt)
     params = {
         "_id": s.job_id,
         "_node": s.node,
@@ -220,6 +241,8 @@ def _run_params(s: Settlement) -> dict[str, Any]:
 
 
 _settle_statements: dict[tuple[Any, ...], Any] = {}
+#: The statements among them that compute values in SQL (a batch document cannot carry those).
+_computing_statements: set[Any] = set()
 
 
 def _settle_statement(db: Database, bound_keys: tuple[str, ...], exprs: dict[str, Any]) -> Any:

@@ -69,19 +69,20 @@ def driver_statement(stmt: Any, dialect: Dialect) -> DriverStatement:
     if any(bind.expanding for bind in binds.values()):
         raise ValueError("a statement with an expanding parameter has no fixed SQL")
     converters = {name: bind_converter(bind.type, dialect) for name, bind in binds.items()}
-    converts_none = frozenset(
-        name for name, bind in binds.items() if _converts_none(bind.type, dialect)
+    none_converted = frozenset(
+        name for name, bind in binds.items() if converts_none(bind.type, dialect)
     )
-    ds = DriverStatement(str(compiled), {}, converters, converts_none)
+    ds = DriverStatement(str(compiled), {}, converters, none_converted)
     constants = {
         name: bind.effective_value
         for name, bind in binds.items()
         if not bind.required and bind.callable is None
     }
-    return DriverStatement(ds.sql, ds.params(constants), converters, converts_none)
+    return DriverStatement(ds.sql, ds.params(constants), converters, none_converted)
 
 
-def _converts_none(type_: Any, dialect: Dialect) -> bool:
+def converts_none(type_: Any, dialect: Dialect) -> bool:
+    """Whether ``type_`` stores None as something else than NULL (a JSON ``null``)."""
     process = type_.dialect_impl(dialect).bind_processor(dialect)
     return process is not None and process(None) is not None
 

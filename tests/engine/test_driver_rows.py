@@ -21,9 +21,11 @@ import sqlalchemy as sa
 
 from kickside_engine import Database, JobBuilder, claim, enqueue_fanout
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
+from kickside_engine.store import settle as settle_module
 from kickside_engine.store.claim_statement import claim_statement
 from kickside_engine.store.claims import start_runs
 from kickside_engine.store.settle import settle, settle_batch
+from kickside_engine.store.sqlite_batches import _job_update_sql, _run_update_sql, insert_rows
 from kickside_engine.store.sqlite_driver import (
     bind_converter,
     driver_statement,
@@ -72,9 +74,13 @@ def _rows(db: Database, table: sa.Table, column: Any, values: list[Any]) -> list
     ],
     ids=["done", "retry", "discard"],
 )
+@pytest.mark.parametrize("update_from", [True, False], ids=["one-statement", "per-row"])
 def test_a_batch_settle_stores_what_a_settle_through_sqlalchemy_stores(
-    db: Database, result: ExecutionResult
+    db: Database, result: ExecutionResult, update_from: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``per-row``: SQLite libraries older than 3.33 have no ``UPDATE ... FROM``."""
+    if not update_from:
+        monkeypatch.setattr(settle_module, "updates_from_supported", lambda _conn: False)
     for i in range(2):
         _rich(i).priority(0).insert(db, now=NOW)
     batch_one, plain_one = claim(db, queue="rows", node="n1", limit=2, now=NOW)
@@ -191,3 +197,55 @@ def test_a_sqlite_claim_updates_its_jobs_by_primary_key_not_the_backlog(
     target = plan[0]  # the update's own search comes first, its subqueries after
     assert "sqlite_autoindex_kickside_job_1 (id=?)" in target, plan
     assert any("ix_kickside_job_fetch (state=? AND queue=?)" in line for line in plan), plan
+
+
+def test_a_batch_of_runs_inserted_in_one_statement_stores_what_sqlalchemy_stores(
+    db: Database,
+) -> None:
+    if not db.is_sqlite:
+        pytest.skip("PostgreSQL's claim opens its runs in its own statement")
+    JobBuilder("noop", {}).insert(db, now=NOW)
+    (claimed,) = claim(db, queue="default", node="n1", now=NOW)
+    row = {
+        "job_id": claimed.job.id,
+        "attempt": 7,
+        "queue": "ünï ' q",
+        "worker": "w",
+        "node": "n2",
+        "code_version": None,
+        "queue_ms": 2**40,
+        "started_at": NOW.replace(microsecond=0),
+    }
+    tokens = [uuid.uuid4(), uuid.uuid4()]
+    with db.begin() as conn:
+        insert_rows(conn, db.tables.job_run, [{**row, "lease_token": tokens[0]}])
+        conn.execute(sa.insert(db.tables.job_run), [{**row, "lease_token": tokens[1]}])
+    run = db.tables.job_run
+    stored = _rows(db, run, run.c.lease_token, tokens)
+    for one in stored:
+        one.pop("id")
+        one.pop("lease_token")
+    assert len(stored) == 2 and stored[0] == stored[1]
+
+
+@pytest.mark.parametrize("analysed", [False, True], ids=["fresh", "analysed"])
+def test_sqlites_batch_settle_reads_its_batch_once(db: Database, analysed: bool) -> None:
+    """The batch is the outer loop, each job found by id and each run by its lease token:
+    with the state index first, SQLite read the whole batch once per executing job."""
+    if not db.is_sqlite:
+        pytest.skip("PostgreSQL's batch settle plans are checked in test_generic_plans.py")
+    enqueue_fanout(db, JobBuilder("noop"), [{} for _ in range(300)])
+    claim(db, queue="default", node="n", limit=300, now=NOW)  # 300 executing jobs
+    if analysed:
+        with db.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
+    statements = {
+        "job": _job_update_sql(db.tables.job, ("state", "updated_at")),
+        "run": _run_update_sql(db.tables.job_run),
+    }
+    with db.read() as conn:
+        driver: Any = conn.connection.driver_connection
+        for name, sql in statements.items():
+            plan = [row[3] for row in driver.execute("EXPLAIN QUERY PLAN " + sql, {"rows": "[]"})]
+            assert plan[0].startswith("SCAN json_each"), (name, plan)
+            assert "USING INDEX" in plan[1] and "=?)" in plan[1], (name, plan)
