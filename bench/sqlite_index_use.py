@@ -2,7 +2,8 @@
 
 ``python -m bench.sqlite_index_use [--markdown]`` migrates a fresh SQLite file, captures every
 statement that reads or writes ``kickside_job`` (a ``before_cursor_execute`` listener, with
-its parameters) while the real code runs: enqueues (single, many, unique, concurrency-keyed,
+its parameters, and SQLite's statement trace for those run on sqlite3 directly, with their
+values written in) while the real code runs: enqueues (single, many, unique, concurrency-keyed,
 scheduled), a pool in this process claiming, recording outcomes and renewing leases, the
 Stager, the Lifeline, the Pruner and the dashboard's reads. Each statement is labelled by the
 part of Kickside that issued it (from the call stack) and run again under
@@ -31,6 +32,7 @@ from typing import Any
 
 from sqlalchemy import event
 
+from bench.peers.sqlite_trace import shape
 from kickside_engine import (
     Database,
     JobBuilder,
@@ -76,7 +78,15 @@ PARTS = (
     ("kickside_engine/api.py", "API"),
 )
 #: Frames that only carry a statement (never named as its caller).
-_CARRIERS = ("store/database.py", "store/engines.py", "store/notify.py", "contextlib.py")
+_CARRIERS = (
+    "store/database.py",
+    "store/engines.py",
+    "store/notify.py",
+    "store/sqlite_driver.py",
+    "store/sqlite_batches.py",
+    "store/claim_statement.py",
+    "contextlib.py",
+)
 
 registry = WorkerRegistry()
 
@@ -122,6 +132,34 @@ class Capture:
         params = parameters[0] if many and parameters else parameters
         with self._lock:
             self.statements.setdefault((part, statement), (caller, params))
+
+
+class DriverCapture:
+    """The statements on ``kickside_job`` that skip SQLAlchemy's execution events (the pool's
+    turn and the single enqueue run on sqlite3 directly), from SQLite's own statement trace on
+    every connection the engine's pool hands out: each with its values written in, one per
+    shape and part of Kickside."""
+
+    def __init__(self, into: Capture) -> None:
+        self.into = into
+        self._shapes: set[tuple[str, str]] = set()
+
+    def checkout(self, dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        dbapi_conn.set_trace_callback(self.trace)
+
+    def checkin(self, dbapi_conn: Any, _record: Any) -> None:
+        if dbapi_conn is not None:
+            dbapi_conn.set_trace_callback(None)
+
+    def trace(self, statement: str) -> None:
+        if not _MENTIONS.search(statement) or statement.lstrip().upper().startswith("EXPLAIN"):
+            return
+        part, caller = _who(traceback.extract_stack())
+        key = (part, shape(statement))
+        with self.into._lock:
+            if key not in self._shapes:
+                self._shapes.add(key)
+                self.into.statements.setdefault((part, statement), (caller, None))
 
 
 def _who(stack: traceback.StackSummary) -> tuple[str, str]:
@@ -302,9 +340,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             migrate.upgrade(db)
             capture = Capture()
-            event.listen(db.engine, "before_cursor_execute", capture)
+            driver = DriverCapture(capture)
+            db.engine.dispose()  # every connection from now on is checked out under the trace
+            listeners = (
+                ("before_cursor_execute", capture),
+                ("checkout", driver.checkout),
+                ("checkin", driver.checkin),
+            )
+            for name, fn in listeners:
+                event.listen(db.engine, name, fn)
             run_workload(db)
-            event.remove(db.engine, "before_cursor_execute", capture)
+            for name, fn in listeners:
+                event.remove(db.engine, name, fn)
         finally:
             db.dispose()
         used, scans = plans(path, capture)

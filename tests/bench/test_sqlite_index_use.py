@@ -35,7 +35,11 @@ def test_the_index_table_lists_every_index_and_the_hot_paths_that_use_them() -> 
     assert "claim: `claim_jobs` UPDATE" in rows["ix_kickside_job_fetch"]
     assert "Stager: `stage_due` UPDATE" in rows["ix_kickside_job_fetch"]
     assert "Lifeline: `lock_expired_leases` SELECT" in rows["ix_kickside_job_lease"]
-    assert "settle: `settle_batch` UPDATE (id=?)" in rows["sqlite_autoindex_kickside_job_1"]
+    by_id = rows["sqlite_autoindex_kickside_job_1"]
+    assert "settle: `_settle_sqlite_batches` UPDATE (id=?)" in by_id
+    assert "claim: `claim_jobs` UPDATE (id=?)" in by_id
+    # The claim's update reads its candidates by id, not every available job by state.
+    assert "claim: `claim_jobs` UPDATE (state=?)" not in rows["ix_kickside_job_fetch"]
     assert "enqueue: `insert_job` SELECT (unique_key=?)" in rows["uq_kickside_job_unique_key"]
     # The doc shows the same indexes, each used by the same parts of Kickside.
     doc = DOC.read_text()
