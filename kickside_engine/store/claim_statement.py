@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 
 from kickside_engine.models import JobState
-from kickside_engine.store.driver_errors import driver_error
+from kickside_engine.store.driver_errors import connection_error
 from kickside_engine.store.tables import Tables
 from kickside_engine.store.types import UTCDateTime
 
@@ -88,8 +88,7 @@ def fetch_driver_rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> 
         cursor.execute(sql, params)
         return cursor.fetchall()
     except conn.dialect.loaded_dbapi.Error as exc:
-        invalidated = conn.dialect.is_disconnect(exc, conn.connection, cursor)
-        raise driver_error(conn.engine, exc, sql, params, invalidated=invalidated) from exc
+        raise connection_error(conn, exc, sql, params, cursor) from exc
     finally:
         cursor.close()
 

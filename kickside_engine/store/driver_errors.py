@@ -24,7 +24,7 @@ from kickside_engine.errors import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
+    from sqlalchemy import Connection, Engine
 
     from kickside_engine.store.database import Database
 
@@ -50,6 +50,15 @@ def driver_error(
         connection_invalidated=invalidated,
         dialect=dialect,
     )
+
+
+def connection_error(
+    conn: Connection, exc: Any, sql: str, params: Mapping[str, Any], cursor: Any = None
+) -> StatementError:
+    """:func:`driver_error` for a statement run on ``conn``'s driver connection, with whether
+    the error disconnected it."""
+    invalidated = conn.dialect.is_disconnect(exc, conn.connection, cursor)
+    return driver_error(conn.engine, exc, sql, params, invalidated=invalidated)
 
 
 @contextlib.contextmanager

@@ -85,15 +85,11 @@ def job_from_driver_row(values: Sequence[Any]) -> Job:
     return job_from_values(v)
 
 
+@lru_cache(maxsize=16)
 def sqlite_job_decoder(tables: Any, dialect: Any) -> Callable[[Sequence[Any]], Job]:
     """A :class:`Job` from a SQLite row of every ``kickside_job`` column in table order, as
     sqlite3 gives it (ids as hex, instants as text, JSON as text), converted as the columns'
     types would convert it (:mod:`~kickside_engine.store.sqlite_driver`)."""
-    return _sqlite_job_decoder(tables, dialect)
-
-
-@lru_cache(maxsize=16)
-def _sqlite_job_decoder(tables: Any, dialect: Any) -> Callable[[Sequence[Any]], Job]:
     converters = list(enumerate(row_converters(list(tables.job.columns), dialect)))
     converted = [(i, c) for i, c in converters if c is not None]
 

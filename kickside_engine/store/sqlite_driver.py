@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -28,8 +28,8 @@ from sqlalchemy import JSON, Connection, Dialect, Uuid
 from sqlalchemy.dialects import sqlite
 
 from kickside_engine.store.claim_statement import fetch_driver_rows
-from kickside_engine.store.driver_errors import driver_error
-from kickside_engine.store.types import UTCDateTime
+from kickside_engine.store.driver_errors import connection_error
+from kickside_engine.store.types import UTCDateTime, as_utc
 
 Converter = Callable[[Any], Any]
 
@@ -72,13 +72,13 @@ def driver_statement(stmt: Any, dialect: Dialect) -> DriverStatement:
     none_converted = frozenset(
         name for name, bind in binds.items() if converts_none(bind.type, dialect)
     )
-    ds = DriverStatement(str(compiled), {}, converters, none_converted)
+    unconverted = DriverStatement(str(compiled), {}, converters, none_converted)
     constants = {
         name: bind.effective_value
         for name, bind in binds.items()
         if not bind.required and bind.callable is None
     }
-    return DriverStatement(ds.sql, ds.params(constants), converters, none_converted)
+    return replace(unconverted, constants=unconverted.params(constants))
 
 
 def converts_none(type_: Any, dialect: Dialect) -> bool:
@@ -104,18 +104,13 @@ def execute_many(conn: Connection, ds: DriverStatement, rows: Iterable[Mapping[s
     batch = [ds.params(values) for values in rows]
     if not batch:
         return
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.cursor()
     try:
         cursor.executemany(ds.sql, batch)
     except conn.dialect.loaded_dbapi.Error as exc:
-        raise _wrapped(conn, exc, ds.sql, batch[0]) from exc
+        raise connection_error(conn, exc, ds.sql, batch[0], cursor) from exc
     finally:
         cursor.close()
-
-
-def _wrapped(conn: Connection, exc: Any, sql: str, params: Mapping[str, Any]) -> Exception:
-    invalidated = conn.dialect.is_disconnect(exc, conn.connection, None)
-    return driver_error(conn.engine, exc, sql, params, invalidated=invalidated)
 
 
 def bind_converter(type_: Any, dialect: Dialect) -> Converter | None:
@@ -138,9 +133,7 @@ def sqlite_instant(value: datetime) -> str:
     if value is last:  # a batch repeats its instants (every run of a claim starts at once)
         return text
     if value.tzinfo is not UTC:
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: Kickside stores timezone-aware UTC")
-        value = value.astimezone(UTC)
+        value = as_utc(value)  # refuses a naive one
     text = value.isoformat(" ", "microseconds")[:-6]  # without its "+00:00"
     _last_instant = (value, text)
     return text
