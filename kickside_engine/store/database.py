@@ -19,7 +19,7 @@ driver errors (:func:`translate_errors`, :func:`unavailable_reason`, re-exported
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Table
@@ -71,6 +71,7 @@ class Database:
         self._schema_current = False
         #: The revision the schema was at when this handle last checked it.
         self.schema_revision: str | None = None
+        self._on_dispose: list[Callable[[], None]] = []
 
     @classmethod
     def from_url(
@@ -274,10 +275,18 @@ class Database:
         """An INSERT of this dialect, which supports ``on_conflict_do_nothing/do_update``."""
         return postgresql.insert(table) if self.is_postgresql else sqlite.insert(table)
 
+    def on_dispose(self, callback: Callable[[], None]) -> None:
+        """Have :meth:`dispose` call ``callback``: what keeps a connection or a thread of its
+        own for this handle lets go of it there."""
+        self._on_dispose.append(callback)
+
     def dispose(self) -> None:
-        """Close pooled connections if Kickside created the engine, and on a SQLite file this
-        process's sockets that send wake-ups to other processes' pools (a later wake-up opens
-        one again)."""
+        """Close pooled connections if Kickside created the engine, the connection that hears
+        awaited jobs end (:func:`~kickside_engine.waiting.wait_for`), and on a SQLite file this
+        process's sockets that send wake-ups to other processes' pools (a later use opens each
+        again)."""
+        for callback in self._on_dispose:
+            callback()
         if self._owns_engine:
             self.engine.dispose()
         if self.is_sqlite and (path := sqlite_path(self.engine.url)) is not None:

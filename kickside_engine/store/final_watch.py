@@ -158,7 +158,10 @@ class FinalWatch:
         self.waiters = Waiters()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        #: Set to end the running thread at once (:meth:`close`): each thread has its own.
+        self._closing = threading.Event()
         self._connected = threading.Event()
+        db.on_dispose(self.close)
 
     @contextlib.contextmanager
     def watching(
@@ -172,8 +175,12 @@ class FinalWatch:
         with self._lock:
             if self._thread is None:
                 self._connected.clear()
+                self._closing = threading.Event()
                 self._thread = threading.Thread(
-                    target=self._run, name="kickside-wait-listen", daemon=True
+                    target=self._run,
+                    args=(self._closing,),
+                    name="kickside-wait-listen",
+                    daemon=True,
                 )
                 self._thread.start()
         try:
@@ -181,10 +188,25 @@ class FinalWatch:
         finally:
             self.waiters.remove(job_id, callback)
 
-    def _done(self) -> bool:
-        """Whether the thread ends: no waiter for :data:`IDLE_SECONDS` (decided under the
-        lock, so a waiter registering now starts a new thread)."""
+    def close(self, timeout: float = 2.0) -> None:
+        """End the listening thread and close its connection now, not :data:`IDLE_SECONDS`
+        after the last wait (what :meth:`Database.dispose` does). Waiters still waiting read
+        their jobs at once and then at their own pace; a later wait listens again."""
         with self._lock:
+            thread, self._thread = self._thread, None
+            self._closing.set()
+            self._connected.clear()
+        if thread is not None:
+            self.waiters.call(None)
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+    def _done(self, closing: threading.Event) -> bool:
+        """Whether the thread ends: closed, or no waiter for :data:`IDLE_SECONDS` (decided
+        under the lock, so a waiter registering now starts a new thread)."""
+        with self._lock:
+            if closing.is_set():
+                return True  # close() let go of this thread: a new one may be running
             idle = time.monotonic() - self.waiters.idle_since >= IDLE_SECONDS
             if not (self.waiters.empty and idle) and self._db() is not None:
                 return False
@@ -204,24 +226,27 @@ class FinalWatch:
         conn.execute(_listen_sql(db))
         return conn
 
-    def _run(self) -> None:
+    def _run(self, closing: threading.Event) -> None:
         outage = Outage(log)
         while True:
             conn = None
             try:
                 conn = self._connect()
+                if closing.is_set():
+                    return
                 outage.succeeded()
                 self._connected.set()
                 self.waiters.call(None)  # whatever finished while no one listened
-                while not self._done():
+                while not self._done(closing):
                     for notification in conn.notifies(timeout=_POLL_S):
                         self.waiters.call(notification.payload)
                 return
             except Exception as exc:
-                self._connected.clear()
-                if self._done():
+                if not closing.is_set():
+                    self._connected.clear()
+                if self._done(closing):
                     return
-                time.sleep(outage.failed(exc))
+                closing.wait(outage.failed(exc))
             finally:
                 if conn is not None:
                     with contextlib.suppress(Exception):

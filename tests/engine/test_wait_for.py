@@ -149,6 +149,34 @@ def test_many_waiters_share_one_listening_connection(db: Database, heard_only: N
     assert results == {i: JobState.COMPLETED for i in ids}
 
 
+def _until_listeners(db: Database, count: int) -> int:
+    """The listeners once there are ``count`` (a closed connection's backend takes a moment to
+    leave ``pg_stat_activity``), or as many as there are after 5 s."""
+    deadline = time.monotonic() + 5
+    while (found := _listeners(db)) != count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
+def test_dispose_closes_the_listening_connection_and_a_later_wait_listens_again(
+    db: Database, heard_only: None
+) -> None:
+    if not db.is_postgresql:
+        pytest.skip("SQLite waiters read the job; there is no listening connection")
+    job_id = JobBuilder("w").insert(db).id
+    with pytest.raises(WaitTimeoutError):
+        wait_for(db, job_id, timeout=0.5)
+    assert _until_listeners(db, 1) == 1  # kept for the next wait, IDLE_SECONDS long
+    db.dispose()
+    assert _until_listeners(db, 0) == 0  # gone with the handle's pooled connections
+    settler = _later(0.3, lambda: _complete_one(db, job_id))
+    assert (
+        wait_for(db, job_id, timeout=30).state is JobState.COMPLETED
+    )  # heard: reads are hours apart
+    settler.join()
+    assert _until_listeners(db, 1) == 1
+
+
 def test_an_old_schema_is_waited_on_by_reading(db: Database) -> None:
     migrate.downgrade(db, "0011")
     db.schema_changed()
