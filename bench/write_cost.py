@@ -1,0 +1,259 @@
+"""What each part of a job's writes costs the database, measured without Kickside's code (issues
+21 and 26).
+
+``python -m bench.write_cost [--backend sqlite|postgresql] [--jobs 20000] [--rounds 3]
+[VARIANT ...]`` migrates a fresh SQLite file (or PostgreSQL schema) per round and variant,
+enqueues ``--jobs`` jobs with Kickside, then drains them on one driver connection with the
+writes a pool's turns make, 200 jobs at a time: the claim (``UPDATE ... RETURNING``) and the run
+rows' insert in one transaction, the settle's job update and run update in the next. Nothing
+runs between the statements but binding the ids, so the figure is the database's own work per
+job: wall time on SQLite (in process), and on PostgreSQL both the wall time (round trips
+included) and the CPU time of the server process that ran the statements. Variants change the
+schema or the writes first:
+
+- ``base``: the schema as migrated;
+- ``no_worker_state`` / ``worker_only``: without ``ix_kickside_job_worker_state``, or with an
+  index on ``worker`` alone (which a state change does not touch on SQLite);
+- ``no_inserted_at``: without ``ix_kickside_job_inserted_at``;
+- ``runs_at_settle``: each run row inserted whole when its job settles, none at the claim
+  (one write per run instead of an insert and an update);
+- ``no_runs``: no run history at all (no run row inserted or updated).
+
+Prints the median µs per job of each and every round's figure (SQLite: WAL, synchronous NORMAL;
+PostgreSQL: the server's settings). The figures and what they mean are in
+docs/about/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+
+from bench.targets import DEFAULT_POSTGRES_URL
+from kickside_engine import Database, JobBuilder, enqueue_fanout, migrate
+
+BATCH = 200
+VARIANTS = (
+    "base",
+    "no_worker_state",
+    "worker_only",
+    "no_inserted_at",
+    "runs_at_settle",
+    "no_runs",
+)
+#: Schema changes per variant, run before the drain.
+CHANGES: dict[str, tuple[str, ...]] = {
+    "base": (),
+    "no_worker_state": ("DROP INDEX ix_kickside_job_worker_state",),
+    "worker_only": (
+        "DROP INDEX ix_kickside_job_worker_state",
+        "CREATE INDEX ix_kickside_job_worker ON kickside_job (worker)",
+    ),
+    "no_inserted_at": ("DROP INDEX ix_kickside_job_inserted_at",),
+    "runs_at_settle": (),
+    "no_runs": (),
+}
+#: The statements, with ``{ids}`` for the batch's placeholders; per backend below.
+SQLITE = {
+    "now": "2026-12-03 12:00:00.000000",
+    "due": "9999-12-31 00:00:00.000000",
+    "token": "lower(hex(randomblob(16)))",
+    "mark": "?",
+}
+POSTGRESQL = {
+    "now": "2026-12-03 12:00:00+00",
+    "due": "9999-12-31 00:00:00+00",
+    "token": "gen_random_uuid()",
+    "mark": "%s",
+}
+
+
+def _claim(d: dict[str, str]) -> str:
+    return (
+        "UPDATE kickside_job SET state = 'executing', attempt = attempt + 1, "
+        f"lease_owner = 'bench', lease_token = {d['token']}, lease_expires_at = {d['mark']}, "
+        f"attempted_at = {d['mark']}, updated_at = {d['mark']} WHERE id IN (SELECT id FROM "
+        "kickside_job WHERE state = 'available' AND queue = 'default' AND scheduled_at <= "
+        f"{d['mark']} ORDER BY priority, scheduled_at, id LIMIT {BATCH}) RETURNING id"
+    )
+
+
+def _writes(d: dict[str, str], ids: str) -> dict[str, str]:
+    """The statements of one batch whose ids are ``ids`` (placeholders)."""
+    m = d["mark"]
+    return {
+        "start_runs": (
+            "INSERT INTO kickside_job_run (job_id, attempt, queue, worker, node, lease_token, "
+            f"started_at) SELECT id, attempt, queue, worker, 'bench', lease_token, {m} "
+            f"FROM kickside_job WHERE id IN ({ids})"
+        ),
+        "whole_runs": (
+            "INSERT INTO kickside_job_run (job_id, attempt, queue, worker, node, lease_token, "
+            "started_at, finished_at, duration_ms, outcome) SELECT id, attempt, queue, worker, "
+            f"'bench', lease_token, attempted_at, {m}, 1, 'completed' "
+            f"FROM kickside_job WHERE id IN ({ids})"
+        ),
+        "settle": (
+            f"UPDATE kickside_job SET state = 'completed', completed_at = {m}, "
+            f"finalized_at = {m}, lease_owner = NULL, lease_token = NULL, "
+            f"lease_expires_at = NULL, updated_at = {m} WHERE id IN ({ids})"
+        ),
+        "finish_runs": (
+            f"UPDATE kickside_job_run SET finished_at = {m}, duration_ms = 1, "
+            f"outcome = 'completed' WHERE finished_at IS NULL AND job_id IN ({ids})"
+        ),
+    }
+
+
+def drain(
+    execute: Callable[[str, Sequence[Any]], list[Any]],
+    transaction: Callable[[], Any],
+    d: dict[str, str],
+    variant: str,
+) -> int:
+    """Drain every available job with ``variant``'s writes; how many jobs."""
+    for change in CHANGES[variant]:
+        with transaction():
+            execute(change, ())
+    now, claim, done = d["now"], _claim(d), 0
+    while True:
+        with transaction():
+            ids = [row[0] for row in execute(claim, (now, now, now, d["due"]))]
+            if not ids:
+                return done
+            writes = _writes(d, ",".join([d["mark"]] * len(ids)))
+            if variant not in ("no_runs", "runs_at_settle"):
+                execute(writes["start_runs"], (now, *ids))
+        with transaction():
+            if variant == "runs_at_settle":  # before the settle clears the lease token
+                execute(writes["whole_runs"], (now, *ids))
+            execute(writes["settle"], (now, now, now, *ids))
+            if variant not in ("no_runs", "runs_at_settle"):
+                execute(writes["finish_runs"], (now, *ids))
+        done += len(ids)
+
+
+def _enqueue(db: Database, jobs: int) -> None:
+    try:
+        migrate.upgrade(db)
+        enqueue_fanout(db, JobBuilder("noop"), [{"i": i} for i in range(jobs)])
+    finally:
+        db.dispose()
+
+
+def measure_sqlite(variant: str, jobs: int) -> dict[str, float]:
+    """One round on a fresh SQLite file: µs of wall time per job."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kickside.db"
+        _enqueue(Database.from_url(f"sqlite:///{path}"), jobs)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+
+        @contextmanager
+        def transaction() -> Iterator[None]:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+            conn.execute("COMMIT")
+
+        def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+            return conn.execute(sql, params).fetchall()
+
+        started = time.perf_counter()
+        done = drain(execute, transaction, SQLITE, variant)
+        elapsed = time.perf_counter() - started
+        conn.close()
+    _check(variant, done, jobs)
+    return {"wall": elapsed / done * 1e6}
+
+
+def _backend_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of the local server process ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_postgresql(variant: str, jobs: int, url: str) -> dict[str, float]:
+    """One round in a fresh schema: µs per job of wall time and of the server process's CPU."""
+    schema = f"bench_write_cost_{os.getpid()}"
+    admin = sa.create_engine(url)
+    with admin.begin() as c:
+        c.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    try:
+        _enqueue(Database.from_url(url, schema=schema), jobs)
+        dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        with psycopg.connect(dsn, options=f"-c search_path={schema}") as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+            assert row is not None
+            conn.commit()
+            local = Path(f"/proc/{row[0]}/stat").exists()
+
+            def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+                cur = conn.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+
+            cpu0 = _backend_cpu(row[0]) if local else 0.0
+            started = time.perf_counter()
+            done = drain(execute, conn.transaction, POSTGRESQL, variant)
+            elapsed = time.perf_counter() - started
+            cpu = _backend_cpu(row[0]) - cpu0 if local else float("nan")
+    finally:
+        with admin.begin() as c:
+            c.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
+    _check(variant, done, jobs)
+    return {"wall": elapsed / done * 1e6, "server_cpu": cpu / done * 1e6}
+
+
+def _check(variant: str, done: int, jobs: int) -> None:
+    if done != jobs:
+        raise RuntimeError(f"{variant}: drained {done} of {jobs} jobs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure each variant ``--rounds`` times, alternately; print the medians."""
+    parser = argparse.ArgumentParser(prog="python -m bench.write_cost")
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--database-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("variants", nargs="*", metavar="VARIANT", help=", ".join(VARIANTS))
+    args = parser.parse_args(argv)
+    variants = args.variants or list(VARIANTS)
+    if unknown := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"unknown variant {unknown[0]!r}: choose from {', '.join(VARIANTS)}")
+    figures: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    for _ in range(args.rounds):
+        for variant in variants:
+            if args.backend == "sqlite":
+                figures[variant].append(measure_sqlite(variant, args.jobs))
+            else:
+                figures[variant].append(measure_postgresql(variant, args.jobs, args.database_url))
+    metrics = list(figures[variants[0]][0])
+    where = f"SQLite {sqlite3.sqlite_version}" if args.backend == "sqlite" else "PostgreSQL"
+    print(f"{where}, {args.jobs} jobs in turns of {BATCH}, µs per job (median; rounds):")
+    print("| variant | " + " | ".join(metrics) + " |")
+    print("| --- |" + " ---: |" * len(metrics))
+    for variant, each in figures.items():
+        cells = []
+        for m in metrics:
+            rounds = ", ".join(f"{r[m]:.1f}" for r in each)
+            cells.append(f"{statistics.median(r[m] for r in each):.1f} ({rounds})")
+        print(f"| {variant} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""``python -m bench.write_cost`` drains every variant completely on both backends and prints
+its figures (it never asserts on timings); an unknown variant is a one-line usage error."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bench.write_cost import VARIANTS
+
+from ..conftest import PG_URL, require_postgres
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.write_cost", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_every_variant_drains_its_jobs_and_reports_its_figures(backend: str) -> None:
+    if backend == "postgresql":
+        require_postgres()
+    result = _run("--backend", backend, "--database-url", PG_URL, "--jobs", "450", "--rounds", "1")
+    assert result.returncode == 0, result.stderr
+    rows = dict(re.findall(r"^\| (\w+) \| ([\d.]+) \(", result.stdout, re.MULTILINE))
+    assert set(rows) == set(VARIANTS)
+    assert all(float(us) > 0 for us in rows.values())
+    if backend == "postgresql":
+        assert "| variant | wall | server_cpu |" in result.stdout
+        with psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_write_cost_%'"
+            ).fetchone()
+        assert left == (0,)
+
+
+def test_an_unknown_variant_is_refused() -> None:
+    result = _run("no_such_thing")
+    assert result.returncode == 2
+    assert "unknown variant 'no_such_thing'" in result.stderr
