@@ -83,11 +83,3 @@ def seconds(value: timedelta | float | None) -> str:
         return f"{sign}{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{sign}{hours}h{minutes:02d}m"
-
-
-def first_line(text: str | None, limit: int = 120, sensitive_keys: tuple[str, ...] = ()) -> str:
-    """The first line of a (redacted) message, cut for a table cell."""
-    if not text:
-        return ""
-    line = redact_text(text, sensitive_keys).strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"

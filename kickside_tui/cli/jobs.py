@@ -19,7 +19,6 @@ from kickside_engine.control import (
 from kickside_tui.cli import output
 from kickside_tui.cli.context import handles_errors, job_id, names, open_database
 from kickside_tui.cli.documents import (
-    first_line,
     job_document,
     run_document,
     seconds,
@@ -28,6 +27,7 @@ from kickside_tui.cli.documents import (
 )
 from kickside_tui.cli.options import JobIdArgument, JsonOption
 from kickside_tui.cli.output import Column
+from kickside_tui.widgets.format import first_line
 
 StateOption = Annotated[
     list[str] | None,
