@@ -12,7 +12,6 @@ per schema and shape (building costs more than running) and run by
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -21,7 +20,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     ColumnElement,
-    Connection,
     Dialect,
     Integer,
     String,
@@ -35,7 +33,6 @@ from sqlalchemy import (
 )
 
 from kickside_engine.models import JobState
-from kickside_engine.store.driver_errors import connection_error
 from kickside_engine.store.tables import Tables
 from kickside_engine.store.types import UTCDateTime
 
@@ -69,28 +66,6 @@ def driver_statement(stmt: Any, tables: Tables, dialect: Dialect) -> tuple[str, 
         raise AssertionError(f"a claim must return every job column in order, not {returned}")
     compiled = stmt.compile(dialect=dialect)
     return str(compiled), dict(compiled.params)
-
-
-def fetch_driver_rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> Sequence[Any]:
-    """Run a :func:`driver_statement` on ``conn``'s driver cursor and return every row.
-
-    ``Connection.exec_driver_sql`` builds result metadata from the cursor's description at
-    every run of a textual statement: for the claim's 36 columns that was about 0.3 ms per
-    turn, most of the client CPU of a turn that claims one job (an idle pool's, which sets the
-    pick-up latency). On PostgreSQL ``conn`` must autocommit (the turn connection): the driver
-    commits each statement by itself; on SQLite the statement runs in ``conn``'s transaction
-    (:mod:`~kickside_engine.store.sqlite_driver`). Driver errors are raised as SQLAlchemy's,
-    as the ``Connection`` would raise them; the caller discards a connection whose statement
-    failed.
-    """
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-    except conn.dialect.loaded_dbapi.Error as exc:
-        raise connection_error(conn, exc, sql, params, cursor) from exc
-    finally:
-        cursor.close()
 
 
 @lru_cache(maxsize=64)

@@ -35,10 +35,10 @@ from kickside_engine.store.claim_statement import (
     claim_and_settle_statement,
     claim_statement,
     driver_statement,
-    fetch_driver_rows,
 )
 from kickside_engine.store.database import Database
 from kickside_engine.store.driver_json import use_fast_json
+from kickside_engine.store.driver_rows import fetch_driver_rows
 from kickside_engine.store.leases import (
     DEFAULT_LEASE,
     expire_leases,

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Dialect, Table
 
 from kickside_engine.models import JobState
-from kickside_engine.store.claim_statement import fetch_driver_rows
+from kickside_engine.store.driver_rows import fetch_driver_rows
 from kickside_engine.store.sqlite_driver import Converter, bind_converter, converts_none
 
 #: The job's fence columns in a settle row, before its new values.

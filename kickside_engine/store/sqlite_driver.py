@@ -27,8 +27,8 @@ from typing import Any
 from sqlalchemy import JSON, Connection, Dialect, Uuid
 from sqlalchemy.dialects import sqlite
 
-from kickside_engine.store.claim_statement import fetch_driver_rows
 from kickside_engine.store.driver_errors import connection_error
+from kickside_engine.store.driver_rows import fetch_driver_rows
 from kickside_engine.store.types import UTCDateTime, as_utc
 
 Converter = Callable[[Any], Any]

@@ -27,9 +27,9 @@ from kickside_engine.clock import utcnow
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.models import Job
 from kickside_engine.plugins.stager import stage
-from kickside_engine.store.claim_statement import fetch_driver_rows
 from kickside_engine.store.claims import claim_jobs, close_turn_connection, open_turn_connection
 from kickside_engine.store.driver_json import load_json
+from kickside_engine.store.driver_rows import fetch_driver_rows
 from kickside_engine.store.rows import job_from_driver_row
 from kickside_engine.store.settle import settle_batch
 from kickside_engine.store.tables import TABLES
