@@ -160,6 +160,8 @@ class FinalWatch:
         self._thread: threading.Thread | None = None
         #: Set to end the running thread at once (:meth:`close`): each thread has its own.
         self._closing = threading.Event()
+        #: Closed while waiters waited: the thread ends with the last of them, not later.
+        self._end_when_idle = False
         self._connected = threading.Event()
         db.on_dispose(self.close)
 
@@ -189,17 +191,19 @@ class FinalWatch:
             self.waiters.remove(job_id, callback)
 
     def close(self, timeout: float = 2.0) -> None:
-        """End the listening thread and close its connection now, not :data:`IDLE_SECONDS`
-        after the last wait (what :meth:`Database.dispose` does). Waiters still waiting read
-        their jobs at once and then at their own pace; a later wait listens again."""
+        """End the listening thread and close its connection (what :meth:`Database.dispose`
+        does): at once when no one waits, instead of :data:`IDLE_SECONDS` later; else as soon
+        as the last waiter is done, as a pooled connection in use outlives the pool's
+        ``dispose``. A later wait listens again."""
         with self._lock:
+            if not self.waiters.empty:
+                self._end_when_idle = True
+                return
             thread, self._thread = self._thread, None
             self._closing.set()
             self._connected.clear()
-        if thread is not None:
-            self.waiters.call(None)
-            if thread is not threading.current_thread():
-                thread.join(timeout)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     def _done(self, closing: threading.Event) -> bool:
         """Whether the thread ends: closed, or no waiter for :data:`IDLE_SECONDS` (decided
@@ -207,9 +211,10 @@ class FinalWatch:
         with self._lock:
             if closing.is_set():
                 return True  # close() let go of this thread: a new one may be running
-            idle = time.monotonic() - self.waiters.idle_since >= IDLE_SECONDS
+            idle = self._end_when_idle or time.monotonic() - self.waiters.idle_since >= IDLE_SECONDS
             if not (self.waiters.empty and idle) and self._db() is not None:
                 return False
+            self._end_when_idle = False
             self._thread = None
             self._connected.clear()
             return True

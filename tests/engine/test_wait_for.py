@@ -177,6 +177,20 @@ def test_dispose_closes_the_listening_connection_and_a_later_wait_listens_again(
     assert _until_listeners(db, 1) == 1
 
 
+def test_a_wait_in_progress_keeps_its_listener_through_dispose_which_then_ends_with_it(
+    db: Database, heard_only: None
+) -> None:
+    if not db.is_postgresql:
+        pytest.skip("SQLite waiters read the job; there is no listening connection")
+    job_id = JobBuilder("w").insert(db).id
+    disposer = _later(0.5, db.dispose)  # while the wait below listens
+    settler = _later(1.0, lambda: _complete_one(db, job_id))
+    assert wait_for(db, job_id, timeout=30).state is JobState.COMPLETED  # still heard
+    disposer.join()
+    settler.join()
+    assert _until_listeners(db, 0) == 0  # with its last waiter, not IDLE_SECONDS later
+
+
 def test_an_old_schema_is_waited_on_by_reading(db: Database) -> None:
     migrate.downgrade(db, "0011")
     db.schema_changed()
