@@ -282,9 +282,9 @@ class Database:
 
     def dispose(self) -> None:
         """Close pooled connections if Kickside created the engine, the connection that hears
-        awaited jobs end (:func:`~kickside_engine.waiting.wait_for`), and on a SQLite file this
-        process's sockets that send wake-ups to other processes' pools (a later use opens each
-        again)."""
+        awaited jobs end (:func:`~kickside_engine.waiting.wait_for`; at once when no wait uses
+        it, else with the last wait), and on a SQLite file this process's sockets that send
+        wake-ups to other processes' pools (a later use opens each again)."""
         for callback in self._on_dispose:
             callback()
         if self._owns_engine:
