@@ -85,6 +85,7 @@ _CARRIERS = (
     "store/sqlite_driver.py",
     "store/sqlite_batches.py",
     "store/claim_statement.py",
+    "store/driver_rows.py",
     "contextlib.py",
 )
 
