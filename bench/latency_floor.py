@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 
+from bench.peers.runner import conninfo
 from bench.targets import DEFAULT_POSTGRES_URL
 
 INTERVAL_S = 0.020
@@ -46,11 +47,6 @@ INSERT = (
     "WITH ins AS (INSERT INTO {table} (state, args) VALUES ('available', %s) RETURNING id) "
     "SELECT id FROM ins, pg_notify('{table}', 'default')"
 )
-
-
-def _dsn(url: str) -> str:
-    """A libpq connection string from a SQLAlchemy URL (``postgresql+psycopg://...``)."""
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
 def _starter(stamps_in: Any, out: Any) -> None:
@@ -150,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    dsn = _dsn(args.database_url)
+    dsn = conninfo(args.database_url)
     rounds: dict[str, list[dict[str, float]]] = {"inline": [], "pipe": []}
     for _ in range(args.rounds):
         for placement in rounds:

@@ -30,7 +30,6 @@ import argparse
 import os
 import sqlite3
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,10 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import sqlalchemy as sa
 
-from bench.targets import DEFAULT_POSTGRES_URL
-from kickside_engine import Database, JobBuilder, enqueue_fanout, migrate
+from bench.cpu import process_tree_cpu_seconds
+from bench.peers.runner import conninfo
+from bench.targets import DEFAULT_POSTGRES_URL, Target, postgresql_target, sqlite_target
+from kickside_engine import JobBuilder, enqueue_fanout
 
 BATCH = 200
 VARIANTS = (
@@ -144,9 +144,9 @@ def drain(
         done += len(ids)
 
 
-def _enqueue(db: Database, jobs: int) -> None:
+def _enqueue(target: Target, jobs: int) -> None:
+    db = target.open()
     try:
-        migrate.upgrade(db)
         enqueue_fanout(db, JobBuilder("noop"), [{"i": i} for i in range(jobs)])
     finally:
         db.dispose()
@@ -154,10 +154,9 @@ def _enqueue(db: Database, jobs: int) -> None:
 
 def measure_sqlite(variant: str, jobs: int) -> dict[str, float]:
     """One round on a fresh SQLite file: µs of wall time per job."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "kickside.db"
-        _enqueue(Database.from_url(f"sqlite:///{path}"), jobs)
-        conn = sqlite3.connect(path, isolation_level=None)
+    with sqlite_target() as target:
+        _enqueue(target, jobs)
+        conn = sqlite3.connect(target.url.removeprefix("sqlite:///"), isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
 
@@ -178,44 +177,28 @@ def measure_sqlite(variant: str, jobs: int) -> dict[str, float]:
     return {"wall": elapsed / done * 1e6}
 
 
-def _backend_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of the local server process ``pid``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure_postgresql(variant: str, jobs: int, url: str) -> dict[str, float]:
     """One round in a fresh schema: µs per job of wall time and of the server process's CPU."""
-    schema = f"bench_write_cost_{os.getpid()}"
-    admin = sa.create_engine(url)
-    with admin.begin() as c:
-        c.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    try:
-        _enqueue(Database.from_url(url, schema=schema), jobs)
-        dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with postgresql_target(url, f"bench_write_cost_{os.getpid()}") as target:
+        _enqueue(target, jobs)
         # The planner setting of the pool's turn connections (open_turn_connection): on tables
         # never analysed, a claim planned otherwise reads and sorts every job.
-        options = f"-c search_path={schema} -c enable_seqscan=off"
-        with psycopg.connect(dsn, options=options) as conn:
+        options = f"-c search_path={target.schema} -c enable_seqscan=off"
+        with psycopg.connect(conninfo(url), options=options) as conn:
             row = conn.execute("SELECT pg_backend_pid()").fetchone()
             assert row is not None
             conn.commit()
-            local = Path(f"/proc/{row[0]}/stat").exists()
+            backend = row[0] if Path(f"/proc/{row[0]}/stat").exists() else None
 
             def execute(sql: str, params: Sequence[Any]) -> list[Any]:
                 cur = conn.execute(sql, params)
                 return cur.fetchall() if cur.description else []
 
-            cpu0 = _backend_cpu(row[0]) if local else 0.0
+            cpu0 = process_tree_cpu_seconds(backend) if backend else 0.0
             started = time.perf_counter()
             done = drain(execute, conn.transaction, POSTGRESQL, variant)
             elapsed = time.perf_counter() - started
-            cpu = _backend_cpu(row[0]) - cpu0 if local else float("nan")
-    finally:
-        with admin.begin() as c:
-            c.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        admin.dispose()
+            cpu = process_tree_cpu_seconds(backend) - cpu0 if backend else float("nan")
     _check(variant, done, jobs)
     return {"wall": elapsed / done * 1e6, "server_cpu": cpu / done * 1e6}
 

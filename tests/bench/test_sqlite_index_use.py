@@ -3,29 +3,19 @@ statements whose plan uses it, and the doc's table is its current output."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from .scripts import ROOT, run_script
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "operating" / "sqlite.md"
 
 
 def test_the_index_table_lists_every_index_and_the_hot_paths_that_use_them() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.sqlite_index_use", "--markdown"],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_script("bench.sqlite_index_use", "--markdown")
     assert result.returncode == 0, result.stderr
     rows = {
         m.group(1): m.group(2)

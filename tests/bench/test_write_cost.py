@@ -3,33 +3,23 @@ its figures (it never asserts on timings); an unknown variant is a one-line usag
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 
+from bench.peers.runner import conninfo
 from bench.write_cost import VARIANTS
 
 from ..conftest import PG_URL, require_postgres
+from .scripts import run_script
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bench.write_cost", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_script("bench.write_cost", *args)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -43,7 +33,7 @@ def test_every_variant_drains_its_jobs_and_reports_its_figures(backend: str) -> 
     assert all(float(us) > 0 for us in rows.values())
     if backend == "postgresql":
         assert "| variant | wall | server_cpu |" in result.stdout
-        with psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        with psycopg.connect(conninfo(PG_URL)) as conn:
             left = conn.execute(
                 "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_write_cost_%'"
             ).fetchone()

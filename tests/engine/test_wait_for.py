@@ -170,9 +170,8 @@ def test_dispose_closes_the_listening_connection_and_a_later_wait_listens_again(
     db.dispose()
     assert _until_listeners(db, 0) == 0  # gone with the handle's pooled connections
     settler = _later(0.3, lambda: _complete_one(db, job_id))
-    assert (
-        wait_for(db, job_id, timeout=30).state is JobState.COMPLETED
-    )  # heard: reads are hours apart
+    # Heard, not read: reads are an hour apart.
+    assert wait_for(db, job_id, timeout=30).state is JobState.COMPLETED
     settler.join()
     assert _until_listeners(db, 1) == 1
 
