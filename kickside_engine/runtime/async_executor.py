@@ -39,7 +39,7 @@ from kickside_engine.runtime.executors import (
     receive,
     send,
 )
-from kickside_engine.wire import decode_claimed, encode_claimed, encode_result
+from kickside_engine.wire import decode_claimed, encode_result
 from kickside_engine.workers import WorkerRegistry
 
 
@@ -150,9 +150,6 @@ class AsyncProcessExecutor(ProcessExecutor):
         super(ProcessExecutor, self).__init__(generation, slots)
         self._start(async_process_main, app)
 
-    def dispatch(self, jobs: list[ClaimedJob]) -> None:
-        send(self.conn, ("runs", [encode_claimed(c) for c in jobs]))
-
 
 class AsyncThreadExecutor(ThreadExecutor):
     """An in-process async executor: an event loop on a thread of the supervisor's process."""
@@ -162,6 +159,3 @@ class AsyncThreadExecutor(ThreadExecutor):
 
     def _serve(self, conn: Connection, registry: WorkerRegistry, version: str) -> None:
         asyncio.run(serve_async(conn, registry, version))
-
-    def dispatch(self, jobs: list[ClaimedJob]) -> None:
-        send(self.conn, ("runs", [encode_claimed(c) for c in jobs]))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import selectors
 import threading
 import time
@@ -44,7 +45,7 @@ from kickside_engine.runtime.executors import (
 )
 from kickside_engine.runtime.job_log import log_blocked_loop, log_start, log_stop, starts_logged
 from kickside_engine.runtime.placement import Placement
-from kickside_engine.runtime.prefetch import PREFETCH_BELOW_MS
+from kickside_engine.runtime.prefetch import BATCH_BELOW_MS, HANDOFF_BATCH, PREFETCH_BELOW_MS
 from kickside_engine.runtime.progress_buffer import ProgressBuffer
 from kickside_engine.runtime.supervision import LeaseKeeper
 from kickside_engine.store.claims import restamp_run
@@ -108,9 +109,6 @@ class ExecutorSet(Placement):
         self.version = config.code_version or (
             code_version(config.app) if config.mode == "thread" else "pending"
         )
-        #: Jobs on executors, by queue: the producer counts them in as it assigns them, this
-        #: class counts them out as they finish or are stopped.
-        self.running_by_queue: Counter[str] = Counter()
         #: Outcomes taken from executors, not yet recorded: a turn records them, and the
         #: producer then removes what it recorded.
         self.pending: list[Settlement] = []
@@ -177,6 +175,13 @@ class ExecutorSet(Placement):
                 if ex.is_async:
                     # Its tasks may run long: the new code takes new jobs meanwhile.
                     self.spawn(is_async=True)
+                else:
+                    # Its batch's jobs that have not started run on the new code.
+                    waiting_here = [
+                        t for t, job in ex.jobs.items() if job.started_monotonic is None
+                    ]
+                    if waiting_here:
+                        ex.drop(waiting_here)
 
     def retire_all(self) -> None:
         """At the end of a run: stop every executor, killing those still running a job."""
@@ -191,6 +196,16 @@ class ExecutorSet(Placement):
 
     # -- jobs -------------------------------------------------------------------------------
 
+    def batch_size(self) -> int:
+        """How many jobs an idle process executor may be handed at once: ``handoff_batch``,
+        else :data:`HANDOFF_BATCH` while executions average under :data:`BATCH_BELOW_MS` (and
+        prefetching is on), else one."""
+        if self.config.handoff_batch is not None:
+            return self.config.handoff_batch
+        if self.config.prefetch == 0 or self.recent_ms >= BATCH_BELOW_MS:
+            return 1
+        return HANDOFF_BATCH
+
     def restamp_on_start(self, tokens: Iterable[uuid.UUID]) -> None:
         """Record, when they start, the code version of these claimed jobs' runs."""
         self.restamp.update(tokens)
@@ -203,9 +218,13 @@ class ExecutorSet(Placement):
         on_start = self.hooks.on_start
         batches: dict[Executor, list[ClaimedJob]] = {}
         for ex, claimed in assigned:
-            deadline = mono + self._max_execution(ex, claimed).total_seconds()
-            ex.jobs[claimed.lease_token.int] = RunningJob(claimed, mono, deadline)
-            self.next_deadline = min(self.next_deadline, deadline)
+            if ex.is_async or not ex.jobs:
+                deadline = mono + self._max_execution(ex, claimed).total_seconds()
+                ex.jobs[claimed.lease_token.int] = RunningJob(claimed, mono, deadline)
+                self.next_deadline = min(self.next_deadline, deadline)
+            else:  # behind another job of its batch: its deadline runs once it starts
+                ex.jobs[claimed.lease_token.int] = RunningJob(claimed, None, math.inf)
+                self.stats["queued_on_executor"] += 1
             if claimed.lease_token in self.restamp:
                 self.restamp.discard(claimed.lease_token)
                 restamp_run(self.db, claimed.lease_token, ex.version)
@@ -236,7 +255,8 @@ class ExecutorSet(Placement):
             if job is not None and not job.lost:
                 self.progress.note(job.claimed.lease_token, message[2])
         elif kind == "result":
-            self._finish(ex, message[1], decode_result(message[2]))
+            _, token, result, ended, skipped = message
+            self._finish(ex, token, decode_result(result), ended=ended, skipped=skipped)
         elif kind == "results":
             for token, result in message[1]:
                 if ex in self.executors:  # a result may have retired it (upgrade)
@@ -263,22 +283,35 @@ class ExecutorSet(Placement):
         for is_async in executors_to_add(self.config, self.executors, ex.infos, found):
             self.spawn(is_async=is_async)
 
-    def _finish(self, ex: Executor, token: int, result: ExecutionResult) -> None:
+    def _finish(
+        self,
+        ex: Executor,
+        token: int,
+        result: ExecutionResult,
+        *,
+        ended: float | None = None,
+        skipped: Iterable[int] = (),
+    ) -> None:
         """Take ``result`` of the job of lease ``token`` on ``ex``: its outcome waits in
-        :attr:`pending` (a timed-out job's as a timeout; a lost job's not at all)."""
+        :attr:`pending` (a timed-out job's as a timeout; a lost job's not at all).
+
+        On a process executor, ``skipped`` (jobs of its batch it passed over) go back to the
+        buffer, and the next job of the batch started at ``ended`` (its monotonic time).
+        """
         job = ex.jobs.pop(token, None)
         if job is None:
             return
         if not job.lost:
             claimed = job.claimed
             if job.timed_out:
-                result = timeout_result(self._max_execution(ex, claimed), job.started_monotonic)
+                started = job.started_monotonic or time.monotonic()
+                result = timeout_result(self._max_execution(ex, claimed), started)
             result = self.progress.carried_by(claimed.lease_token, result)
             info = self._info(ex, claimed.job.worker)
             backoff = info.backoff_for(claimed.job.is_slot) if info else DEFAULT_BACKOFF
             settlement = settlement_for(claimed, result, backoff=backoff)
             self.pending.append(settlement)
-            self.running_by_queue[claimed.job.queue] -= 1
+            self.release(ex, claimed.job.queue)
             self.leases.forget(claimed.lease_token)
             self.stats[result.kind.value] += 1
             self.recent_ms += (result.duration_ms - self.recent_ms) * 0.1
@@ -287,12 +320,52 @@ class ExecutorSet(Placement):
                 discarded = settlement.values.get("state") == JobState.DISCARDED.value
                 kind, ms, error = result.kind.value, result.duration_ms, settlement.run_error
                 fire_stop(self.hooks, claimed.job, kind, ms, error, discarded=discarded)
+        for passed in skipped:
+            self._take_back(ex, passed)
+        if not ex.is_async:
+            self._start_next(ex, time.monotonic() if ended is None else ended)
         self.on_free()
         if ex.retiring and not ex.jobs and ex in self.executors:
             if ex.is_async:
                 self.retire(ex)  # replaced when it began retiring
             else:
                 self.replace(ex, kill=False)
+
+    def _start_next(self, ex: Executor, at: float) -> None:
+        """The next job of ``ex``'s batch started ``at``: its deadline runs from then (a job
+        whose lease is gone is due at once, to be stopped by :meth:`check_deadlines`)."""
+        head = ex.head()
+        if head is None or head.started_monotonic is not None:
+            return
+        head.started_monotonic = at
+        if head.lost:
+            head.deadline = at
+        else:
+            head.deadline = at + self._max_execution(ex, head.claimed).total_seconds()
+        self.next_deadline = min(self.next_deadline, head.deadline)
+
+    def _take_back(self, ex: Executor, token: int) -> None:
+        """A job of ``ex``'s batch that did not start there goes back to the buffer (unless
+        its lease is gone)."""
+        job = ex.jobs.pop(token, None)
+        if job is None or job.lost:
+            return
+        claimed = job.claimed
+        self.release(ex, claimed.job.queue)
+        if ex.generation != self.generation:
+            self.restamp.add(claimed.lease_token)  # its run says the old code's version
+        self.returned.append(claimed)
+        self.stats["handed_back"] += 1
+
+    def _read_waiting(self, ex: Executor) -> None:
+        """Take the messages ``ex`` has written and the loop has not read yet."""
+        while ex in self.executors:
+            try:
+                if not ex.conn.poll(0):
+                    return
+            except (OSError, EOFError):
+                return
+            self.receive(ex)
 
     def _executor_died(self, ex: Executor) -> None:
         """``ex`` is gone: its jobs crashed; another executor takes its place.
@@ -313,12 +386,16 @@ class ExecutorSet(Placement):
         )
 
     def _fail_all(self, ex: Executor, error: str) -> None:
-        """Kill ``ex`` and record its jobs: a timed-out one as a timeout, the others with
-        ``error``; another executor takes its place."""
+        """Kill ``ex`` and record the jobs that may have started on it: a timed-out one as a
+        timeout, the others with ``error``; the jobs of a process executor's batch behind the
+        first go back to the buffer; another executor takes its place."""
         self.retire(ex, kill=True)
+        if not ex.is_async:
+            for token in list(ex.jobs)[1:]:
+                self._take_back(ex, token)
         now = time.monotonic()
         for token, job in list(ex.jobs.items()):
-            ms = int((now - job.started_monotonic) * 1000)
+            ms = int((now - (job.started_monotonic or now)) * 1000)
             self._finish(ex, token, ExecutionResult(ResultKind.CRASH, utcnow(), ms, error=error))
         if not self.stopping.is_set() and not (ex.retiring and ex.is_async):
             self.spawn(is_async=ex.is_async)
@@ -330,6 +407,9 @@ class ExecutorSet(Placement):
         if now_mono < self.next_deadline:
             return
         for ex in list(self.executors):
+            if not ex.is_async:
+                self._check_first(ex, now_mono)
+                continue
             for token, job in list(ex.jobs.items()):
                 if job.cancel_by is not None:
                     if now_mono >= job.cancel_by:
@@ -345,15 +425,29 @@ class ExecutorSet(Placement):
                         )
                         break
                 elif now_mono >= job.deadline:
-                    if ex.is_async:
-                        job.timed_out = True
-                        job.cancel_by = now_mono + CANCEL_GRACE_SECONDS
-                        ex.cancel(token)
-                    else:
-                        job.timed_out = True  # recorded as a timeout by _fail_all
-                        self._fail_all(ex, "timeout")
-                        break
+                    job.timed_out = True
+                    job.cancel_by = now_mono + CANCEL_GRACE_SECONDS
+                    ex.cancel(token)
         self.next_deadline = self.earliest_deadline()
+
+    def _check_first(self, ex: Executor, now_mono: float) -> None:
+        """Stop the running job of process executor ``ex`` if it is past its deadline, or its
+        lease is gone, by killing the executor: unless its result waits unread."""
+        head = ex.head()
+        if head is None or now_mono < head.deadline:
+            return
+        self._read_waiting(ex)
+        if ex not in self.executors or ex.head() is not head:
+            return  # it finished: the next job's deadline is checked on the next pass
+        if head.lost:
+            log.warning(
+                "stopping a job whose lease is gone",
+                extra={"job_id": str(head.claimed.job.id), "executor": ex.id},
+            )
+            self._fail_all(ex, "lease lost")  # not recorded: its lease is gone
+        else:
+            head.timed_out = True  # recorded as a timeout by _fail_all
+            self._fail_all(ex, "timeout")
 
     def _info(self, ex: Executor, worker: str) -> WorkerInfo | None:
         info = ex.infos.get(worker)
@@ -372,27 +466,33 @@ class ExecutorSet(Placement):
         wait for results can return empty although one is waiting (epoll is not restarted).
         """
         self.progress.drop(lost)
+        self.returned[:] = [c for c in self.returned if c.lease_token not in lost]
         for ex in list(self.executors):
             while self._lost_job_waiting(ex, lost):
                 self.receive(ex)
             if ex not in self.executors:
                 continue
+            dropped: list[int] = []
             for token, job in list(ex.jobs.items()):
                 claimed = job.claimed
                 if job.lost or claimed.lease_token not in lost:
                     continue
                 log.warning("lease lost, stopping execution", extra={"job_id": str(claimed.job.id)})
-                self.running_by_queue[claimed.job.queue] -= 1
+                self.release(ex, claimed.job.queue)
                 self.leases.forget(claimed.lease_token)
+                # Waited for (an async slot stays taken) but never recorded.
+                job.lost = True
                 if ex.is_async:
-                    # Waited for (its slot stays taken) but never recorded.
-                    job.lost = True
                     job.cancel_by = time.monotonic() + CANCEL_GRACE_SECONDS
                     self.next_deadline = min(self.next_deadline, job.cancel_by)
                     ex.cancel(token)
-                else:
-                    del ex.jobs[token]
-                    self.replace(ex, kill=True)
+                elif job.started_monotonic is None:
+                    dropped.append(token)  # not started: the executor passes it over
+            head = ex.head()
+            if not ex.is_async and head is not None and head.lost:
+                self._fail_all(ex, "lease lost")  # it runs: killed, the rest handed back
+            elif dropped:
+                ex.drop(dropped)
 
     def _lost_job_waiting(self, ex: Executor, lost: set[uuid.UUID]) -> bool:
         """Whether ``ex`` runs a job of ``lost`` and a message from it waits unread."""

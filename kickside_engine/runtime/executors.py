@@ -3,10 +3,22 @@ a crash fails only its own attempt, and new code loads without restarting the su
 
 The supervisor talks to an executor over a duplex pipe:
 
-- executor → supervisor: ``("ready", code_version, worker_infos)`` once loaded, then
-  ``("result", lease_token.int, encode_result(ExecutionResult))`` per job, and while it runs
-  ``("progress", lease_token.int, value)`` at most once a second (:mod:`kickside_engine.progress`);
-- supervisor → executor: ``("run", encode_claimed(ClaimedJob))`` and ``("stop",)``.
+- supervisor → executor: ``("runs", [encode_claimed(ClaimedJob), ...])``, jobs to run one
+  after another (a batch while jobs are fast, see ``PoolConfig.handoff_batch``);
+  ``("drop", [lease_token.int, ...])``, jobs of the batch not to start (their lease is gone, or
+  new code has come); and ``("stop",)``;
+- executor → supervisor: ``("ready", code_version, worker_infos)`` once loaded, then per job
+  ``("result", lease_token.int, encode_result(ExecutionResult), ended, skipped)``, and while it
+  runs ``("progress", lease_token.int, value)`` at most once a second
+  (:mod:`kickside_engine.progress`). ``ended`` is the executor's ``time.monotonic()`` at the
+  job's end (the clock is the machine's: the next job of the batch starts then, and its
+  deadline runs from there); ``skipped`` lists the dropped jobs of the batch passed over
+  before the next one starts.
+
+A job's result is on the pipe before the next job of its batch starts, and the drops that
+came meanwhile are read before it: whatever happens to the executor, the supervisor knows that
+only the job after the last result (and its skips) may have started. The ones behind it go
+back to the supervisor's buffer when the executor dies or is killed, never counted as run.
 
 An async executor (:mod:`kickside_engine.runtime.async_executor`) runs many jobs at once and
 speaks the same protocol in batches: ``("runs", [encoded claimed jobs])`` and
@@ -35,6 +47,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -100,24 +113,60 @@ def receive(conn: Connection) -> Any:
     return pickle.loads(conn.recv_bytes())
 
 
+class _Batch:
+    """The executor side: the jobs it was handed, in order, and those dropped from them."""
+
+    def __init__(self) -> None:
+        self.jobs: deque[ClaimedJob] = deque()
+        self.dropped: set[int] = set()
+        self.stopping = False
+
+    def take(self, message: tuple[Any, ...]) -> None:
+        """Take a message from the supervisor in."""
+        kind = message[0]
+        if kind == "runs":
+            self.jobs.extend(decode_claimed(encoded) for encoded in message[1])
+        elif kind == "drop":
+            self.dropped.update(message[1])
+        elif kind == "stop":
+            self.stopping = True
+
+    def skip_dropped(self) -> list[int]:
+        """Pass over the dropped jobs at the front: the lease tokens passed over."""
+        skipped: list[int] = []
+        while self.jobs and self.jobs[0].lease_token.int in self.dropped:
+            token = self.jobs.popleft().lease_token.int
+            self.dropped.discard(token)
+            skipped.append(token)
+        if not self.jobs:
+            self.dropped.clear()  # drops of jobs that had run already
+        return skipped
+
+
 def _serve(conn: Connection, registry: WorkerRegistry, version: str) -> None:
     send(conn, ("ready", version, worker_infos(registry)))
     # A worker may report progress from threads of its own: one message at a time on the pipe.
     lock = threading.Lock()
-    while True:
-        try:
-            message = receive(conn)
-        except (EOFError, OSError):
-            return
-        if message[0] == "stop":
-            return
-        claimed = decode_claimed(message[1])
-        result = execute(registry, claimed, progress_sender(conn, lock, claimed.lease_token.int))
-        try:
+    batch = _Batch()
+    try:
+        while not batch.stopping:
+            if not batch.jobs:
+                batch.take(receive(conn))
+                continue
+            claimed = batch.jobs.popleft()
+            token = claimed.lease_token.int
+            result = execute(registry, claimed, progress_sender(conn, lock, token))
+            ended = time.monotonic()
+            skipped: list[int] = []
+            if batch.jobs:
+                # Before the next job starts: drops that came meanwhile pass it over.
+                while conn.poll(0):
+                    batch.take(receive(conn))
+                skipped = batch.skip_dropped()
             with lock:
-                send(conn, ("result", claimed.lease_token.int, encode_result(result)))
-        except (BrokenPipeError, OSError):
-            return
+                send(conn, ("result", token, encode_result(result), ended, skipped))
+    except (EOFError, OSError):
+        return
 
 
 def progress_sender(conn: Connection, lock: threading.Lock, token: int) -> Callable[[Any], None]:
@@ -211,8 +260,9 @@ class RunningJob:
     """A job on an executor, as the supervisor tracks it."""
 
     claimed: ClaimedJob
-    started_monotonic: float
-    #: When its max execution is reached (monotonic).
+    #: When it started (monotonic); None while it waits behind another job of its batch.
+    started_monotonic: float | None
+    #: When its max execution is reached (monotonic; ``inf`` until it starts).
     deadline: float
     #: Set once the supervisor asked an async executor to cancel it: if the task has not come
     #: back by then, the executor's loop is stuck and the executor is killed.
@@ -243,8 +293,11 @@ class Executor:
         self.conn: Connection
         self.version: str | None = None
         self.infos: dict[str, Any] = {}
-        #: The jobs it runs, by lease token (as an int, the form results carry).
+        #: The jobs it runs, by lease token (as an int, the form results carry): on a process
+        #: executor, in the order it runs them, the first the one that may have started.
         self.jobs: dict[int, RunningJob] = {}
+        #: How many of its jobs each queue has (counted in as they are assigned to it).
+        self.held: Counter[str] = Counter()
         self.retiring = False
 
     @property
@@ -262,10 +315,30 @@ class Executor:
     def idle(self) -> bool:
         return self.free_slots > 0
 
+    def head(self) -> RunningJob | None:
+        """The job that runs (or is about to) on a process executor: the first of its jobs."""
+        return next(iter(self.jobs.values()), None)
+
+    def hold(self, queue: str) -> bool:
+        """Count a job of ``queue`` in; whether it takes one more of the queue's concurrency
+        (a process executor runs its jobs one at a time: only its first of a queue does)."""
+        self.held[queue] += 1
+        return self.is_async or self.held[queue] == 1
+
+    def release(self, queue: str) -> bool:
+        """Count a job of ``queue`` out; whether it gives back one of the queue's concurrency."""
+        self.held[queue] -= 1
+        return self.is_async or self.held[queue] == 0
+
     def dispatch(self, jobs: list[ClaimedJob]) -> None:
-        """Send it ``jobs`` to start (one, on a process executor)."""
-        for claimed in jobs:
-            send(self.conn, ("run", encode_claimed(claimed)))
+        """Send it ``jobs`` (a process executor runs them one after another)."""
+        send(self.conn, ("runs", [encode_claimed(claimed) for claimed in jobs]))
+
+    def drop(self, tokens: list[int]) -> None:
+        """Ask a process executor not to start these jobs of its batch (those it has started
+        run on: their results come back as usual)."""
+        with contextlib.suppress(OSError, ValueError):
+            send(self.conn, ("drop", tokens))
 
     def cancel(self, token: int) -> None:
         """Ask it to cancel the job of lease ``token`` (async executors only)."""

@@ -23,6 +23,14 @@ class Placement:
 
     def __init__(self) -> None:
         self.executors: list[Executor] = []
+        #: Per queue, the jobs that may run at once on the executors: an async executor counts
+        #: each of its jobs, a process executor one for all its jobs of the queue (it runs them
+        #: one after another). The producer counts them in as it assigns them
+        #: (:meth:`take_place`), the executor set counts them out (:meth:`release`).
+        self.running_by_queue: Counter[str] = Counter()
+        #: Jobs handed to a process executor that did not start there (it died or was killed,
+        #: or they were dropped for new code): the producer puts them back in its buffer.
+        self.returned: list[ClaimedJob] = []
         #: The ``async def`` workers, as the executors reported them.
         self.async_workers: set[str] = set()
         #: No running execution's deadline (or cancel's) is before this: lowered as jobs
@@ -31,18 +39,43 @@ class Placement:
         #: microseconds per job with ten executors.
         self.next_deadline = math.inf
 
-    def idle(self) -> list[Executor]:
-        """The places for a job now: each executor once per free slot."""
-        return [ex for ex in self.executors for _ in range(ex.free_slots)]
+    def batch_size(self) -> int:
+        """How many jobs an idle process executor may be handed at once."""
+        return 1
 
-    def take_slot(self, idle: list[Executor], claimed: ClaimedJob) -> Executor | None:
-        """Take from ``idle`` the first place of the kind ``claimed``'s worker runs on (any,
-        for a worker no executor knows: it reports the job back as unknown)."""
+    def idle(self) -> list[Executor]:
+        """The places for a job now: an async executor once per free slot, an idle process
+        executor once per job of a batch (:meth:`batch_size`); every executor's first place
+        before any executor's second, so that jobs spread before they queue."""
+        batch = self.batch_size()
+        free = [
+            (ex, ex.free_slots if ex.is_async else batch * ex.free_slots) for ex in self.executors
+        ]
+        most = max((n for _, n in free), default=0)
+        return [ex for depth in range(most) for ex, n in free if n > depth]
+
+    def take_place(self, idle: list[Executor], claimed: ClaimedJob, limit: int) -> Executor | None:
+        """Take from ``idle`` a place for ``claimed`` and count it in its queue's concurrency
+        (``limit``): a place of the kind its worker runs on (any, for a worker no executor
+        knows: it reports the job back as unknown), on an executor that already holds a job of
+        its queue when the queue has no room for one more."""
+        queue = claimed.job.queue
         wanted = self._kind(claimed.job.worker)
+        room = self.running_by_queue[queue] < limit
         for i, ex in enumerate(idle):
-            if wanted is None or ex.is_async == wanted:
-                return idle.pop(i)
+            if wanted is not None and ex.is_async != wanted:
+                continue
+            if room or (not ex.is_async and ex.held[queue] > 0):
+                del idle[i]
+                if ex.hold(queue):
+                    self.running_by_queue[queue] += 1
+                return ex
         return None
+
+    def release(self, ex: Executor, queue: str) -> None:
+        """Count a job of ``queue`` out of ``ex`` (it ended, or goes back to the buffer)."""
+        if ex.release(queue):
+            self.running_by_queue[queue] -= 1
 
     def any_place_for(self, jobs: Iterable[ClaimedJob]) -> bool:
         """Whether one of ``jobs`` has an idle executor of its kind now."""
@@ -69,7 +102,7 @@ class Placement:
         slots: Counter[str] = Counter()
         for ex in self.executors:
             executors[ex.kind] += 1
-            busy[ex.kind] += len(ex.jobs)
+            busy[ex.kind] += min(len(ex.jobs), ex.slots)
             slots[ex.kind] += ex.slots
         return [
             {"kind": kind, "executors": executors[kind], "busy": busy[kind], "slots": slots[kind]}
@@ -107,13 +140,13 @@ class Placement:
         )
 
     def held_leases(self) -> list[uuid.UUID]:
-        """The lease tokens of the running jobs."""
+        """The lease tokens of the jobs on executors, and of those they handed back."""
         return [
             job.claimed.lease_token
             for ex in self.executors
             for job in ex.jobs.values()
             if not job.lost
-        ]
+        ] + [claimed.lease_token for claimed in self.returned]
 
     def claim_version(self, idle: list[Executor]) -> str | None:
         """The code version claimed jobs will run under: the newest generation's."""

@@ -134,6 +134,9 @@ class Producer:
         it runs right here, a thread hand-off sooner.
         """
         self.collect()
+        if self.executors.returned:
+            self.buffer.put_back(self.executors.returned)
+            self.executors.returned.clear()
         idle = self.executors.idle()
         if self.buffer and idle:
             self.executors.dispatch(self._from_buffer(idle), utcnow())
@@ -259,32 +262,32 @@ class Producer:
 
         ``since``: the monotonic time just before the claim, from which the lease runs.
         """
-        running = self.executors.running_by_queue
+        limit = self.config.queues[queue]
         for job in batch:
             self.leases.track(job.lease_token, since, self.config.lease_for(queue))
-            ex = None
-            if idle and running[queue] < self.config.queues[queue]:
-                ex = self.executors.take_slot(idle, job)
+            ex = self.executors.take_place(idle, job, limit) if idle else None
             if ex is not None:
                 assigned.append((ex, job))
-                running[queue] += 1
             else:
                 self.buffer.add(job)
 
     def _from_buffer(self, idle: list[Executor]) -> list[tuple[Executor, ClaimedJob]]:
         """Prefetched jobs for the idle executors, oldest first, within each queue's limit."""
         assigned: list[tuple[Executor, ClaimedJob]] = []
-        running = self.executors.running_by_queue
+        # (queue, worker) with no place now: places are only taken from here on, so their
+        # later jobs find none either.
+        blocked: set[tuple[str, str]] = set()
         for claimed in list(self.buffer):
             if not idle:
                 break
-            queue = claimed.job.queue
-            if running[queue] < self.config.queues[queue]:
-                ex = self.executors.take_slot(idle, claimed)
-                if ex is None:
-                    continue  # no free place of its kind: it waits, later jobs may go
-                self.buffer.remove(claimed)
-                running[queue] += 1
-                self.stats["prefetched"] += 1
-                assigned.append((ex, claimed))
+            job = claimed.job
+            if (job.queue, job.worker) in blocked:
+                continue
+            ex = self.executors.take_place(idle, claimed, self.config.queues[job.queue])
+            if ex is None:
+                blocked.add((job.queue, job.worker))  # it waits, later jobs may go
+                continue
+            self.buffer.remove(claimed)
+            self.stats["prefetched"] += 1
+            assigned.append((ex, claimed))
         return assigned
