@@ -176,6 +176,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("async_slots", "--async-slots", f"{_W}.async_slots", None, parse_count,
            "async def jobs each async executor runs at once.", metavar="COUNT",
            unset="the sum of the queues' concurrency"),
+    Option("handoff_batch", "--handoff-batch", f"{_W}.handoff_batch", None, parse_count,
+           "Jobs handed to a process executor at once, run one after another (1: one at a "
+           "time).", metavar="COUNT", unset="4 while jobs take under 1 ms, else 1"),
     Option("poll_interval", "--poll-interval", f"{_W}.poll_interval", "1", parse_poll_interval,
            "Seconds between polls for due jobs that no wake-up announced (0.5, 2s, 1m).",
            metavar="SECONDS"),
@@ -357,6 +360,7 @@ class ResolvedConfig:
             "prune_after": v("prune_after"), "poll_interval": v("poll_interval"),
             "process_executors": v("process_executors"),
             "async_executors": v("async_executors"), "async_slots": v("async_slots"),
+            "handoff_batch": v("handoff_batch"),
         }  # fmt: skip
 
 

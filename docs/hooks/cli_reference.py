@@ -67,6 +67,8 @@ POOL_FIELDS = {
     "async_executors": "async executors for `async def` jobs (None: one when the app has an "
     "async worker, else none)",
     "async_slots": "how many jobs each async executor runs at once",
+    "handoff_batch": "how many jobs an idle process executor is handed at once, to run one "
+    "after another (None: 4 while jobs take under 1 ms, else 1; 1: one at a time)",
 }
 
 #: ``PoolConfig`` field -> the ``kickside worker`` option (or environment variable) that sets it.

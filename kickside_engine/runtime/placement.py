@@ -28,6 +28,8 @@ class Placement:
         #: one after another). The producer counts them in as it assigns them
         #: (:meth:`take_place`), the executor set counts them out (:meth:`release`).
         self.running_by_queue: Counter[str] = Counter()
+        #: Per queue, the jobs on the executors (running, or waiting in a batch).
+        self.jobs_by_queue: Counter[str] = Counter()
         #: Jobs handed to a process executor that did not start there (it died or was killed,
         #: or they were dropped for new code): the producer puts them back in its buffer.
         self.returned: list[ClaimedJob] = []
@@ -67,6 +69,7 @@ class Placement:
                 continue
             if room or (not ex.is_async and ex.held[queue] > 0):
                 del idle[i]
+                self.jobs_by_queue[queue] += 1
                 if ex.hold(queue):
                     self.running_by_queue[queue] += 1
                 return ex
@@ -74,6 +77,7 @@ class Placement:
 
     def release(self, ex: Executor, queue: str) -> None:
         """Count a job of ``queue`` out of ``ex`` (it ended, or goes back to the buffer)."""
+        self.jobs_by_queue[queue] -= 1
         if ex.release(queue):
             self.running_by_queue[queue] -= 1
 

@@ -206,23 +206,24 @@ class Producer:
     def _plan(self, idle: list[Executor]) -> ClaimPlan:
         """Queues to claim from, in random order, each with its share, and the room for all.
 
-        A queue's share is what its concurrency leaves free, plus, while prefetching, the
-        prefetch limit to wait here; all queues together take no more than the idle executors
-        plus the prefetch buffer's free places (``room``), each from what the queues before it
-        left.
+        A queue's share is what its concurrency leaves free (times the jobs a process executor
+        takes at once), plus, while prefetching, the prefetch limit to wait here; all queues
+        together take no more than the idle places plus the prefetch buffer's free places
+        (``room``), each from what the queues before it left.
         """
         prefetching = self.prefetching()
         limit = self.prefetch_limit()
+        batch = self.executors.batch_size()
         room = len(idle) + (limit - len(self.buffer) if prefetching else 0)
         shares: list[tuple[str, int]] = []
         queues = list(self.config.queues)
         random.shuffle(queues)
-        running = self.executors.running_by_queue
+        on_executors = self.executors.jobs_by_queue
         for queue in queues:
             if queue in self.paused:
                 continue
-            held = running[queue] + self.buffer.by_queue[queue]
-            share = self.config.queues[queue] + (limit if prefetching else 0) - held
+            held = on_executors[queue] + self.buffer.by_queue[queue]
+            share = self.config.queues[queue] * batch + (limit if prefetching else 0) - held
             if share > 0:
                 shares.append((queue, share))
         return ClaimPlan(shares=shares, room=room)

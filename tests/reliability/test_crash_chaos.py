@@ -62,11 +62,14 @@ class Pools:
         self.killed_nodes: set[str] = set()
 
     def _start(self, node: str) -> subprocess.Popen[bytes]:
+        # The victim's executors take their jobs four at a time: a kill lands mid-batch, with
+        # jobs handed over that have not started.
+        batches = ["--handoff-batch", "4"] if node.startswith("victim") else []
         return start_worker(
             self.target.cli_args(),
             app="tests.support.chaos_app",
             queues=f"default:{EXECUTORS}",
-            extra=["--lease-seconds", str(LEASE_SECONDS), "--node", node],
+            extra=["--lease-seconds", str(LEASE_SECONDS), "--node", node, *batches],
             log=self.out / f"{node}.out",
         )
 

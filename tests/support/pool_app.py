@@ -37,6 +37,16 @@ def sleep(args: dict[str, Any], job: Job) -> None:
     _log(args, job, start)
 
 
+@registry.worker("marked_sleep")
+def marked_sleep(args: dict[str, Any], job: Job) -> None:
+    """Touch the file ``mark`` as it starts, then sleep ``seconds`` and log the execution."""
+    start = time.time()
+    with open(args["mark"], "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(float(args.get("seconds", 0.1)))
+    _log(args, job, start)
+
+
 @registry.worker("busy_loop")
 def busy_loop(args: dict[str, Any], job: Job) -> None:
     while True:  # ignores every polite request to stop
