@@ -25,6 +25,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from kickside_engine.backoff import DEFAULT_BACKOFF
 from kickside_engine.clock import utcnow
@@ -41,7 +42,6 @@ from kickside_engine.runtime.executors import (
     Executor,
     RunningJob,
     main_not_guarded,
-    receive,
 )
 from kickside_engine.runtime.job_log import log_blocked_loop, log_start, log_stop, starts_logged
 from kickside_engine.runtime.placement import Placement
@@ -237,12 +237,19 @@ class ExecutorSet(Placement):
             ex.dispatch(jobs)  # an async executor takes its jobs in one message
 
     def receive(self, ex: Executor) -> None:
-        """Take the next message from ``ex``, whose pipe is readable."""
+        """Take the messages waiting from ``ex``, whose pipe is readable."""
         try:
-            message = receive(ex.conn)
+            messages = ex.inbox.read()
         except (EOFError, OSError):
             self._executor_died(ex)
             return
+        for message in messages:
+            if ex not in self.executors:
+                return  # retired by an earlier one
+            self._take(ex, message)
+
+    def _take(self, ex: Executor, message: tuple[Any, ...]) -> None:
+        """Take one message from ``ex`` in."""
         kind = message[0]
         if kind == "ready":
             ex.version, ex.infos = message[1], message[2]
@@ -361,9 +368,9 @@ class ExecutorSet(Placement):
         """Take the messages ``ex`` has written and the loop has not read yet."""
         while ex in self.executors:
             try:
-                if not ex.conn.poll(0):
+                if not ex.inbox.waiting():
                     return
-            except (OSError, EOFError):
+            except (OSError, ValueError):
                 return
             self.receive(ex)
 
@@ -501,6 +508,6 @@ class ExecutorSet(Placement):
         ):
             return False
         try:
-            return ex.conn.poll(0)
-        except (OSError, EOFError):
+            return ex.inbox.waiting()
+        except (OSError, ValueError):
             return False

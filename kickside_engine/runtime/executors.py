@@ -38,10 +38,12 @@ embedding and tests; it cannot be killed, so a timed-out job's thread is abandon
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -57,6 +59,7 @@ from kickside_engine.errors import ConfigurationError
 from kickside_engine.execution import execute
 from kickside_engine.models import ClaimedJob
 from kickside_engine.runtime.app import code_version, load_registry, worker_infos
+from kickside_engine.runtime.inbox import Inbox
 from kickside_engine.wire import decode_claimed, encode_claimed, encode_result
 from kickside_engine.workers import WorkerRegistry
 
@@ -160,13 +163,18 @@ def _serve(conn: Connection, registry: WorkerRegistry, version: str) -> None:
             skipped: list[int] = []
             if batch.jobs:
                 # Before the next job starts: drops that came meanwhile pass it over.
-                while conn.poll(0):
+                while _readable(conn):
                     batch.take(receive(conn))
                 skipped = batch.skip_dropped()
             with lock:
                 send(conn, ("result", token, encode_result(result), ended, skipped))
     except (EOFError, OSError):
         return
+
+
+def _readable(conn: Connection) -> bool:
+    """Whether a message waits on ``conn`` (``Connection.poll`` builds a selector each time)."""
+    return bool(select.select([conn.fileno()], [], [], 0)[0])
 
 
 def progress_sender(conn: Connection, lock: threading.Lock, token: int) -> Callable[[Any], None]:
@@ -299,6 +307,11 @@ class Executor:
         #: How many of its jobs each queue has (counted in as they are assigned to it).
         self.held: Counter[str] = Counter()
         self.retiring = False
+
+    @functools.cached_property
+    def inbox(self) -> Inbox:
+        """The messages it sent, read in bulk (the supervisor's side of :attr:`conn`)."""
+        return Inbox(self.conn)
 
     @property
     def ready(self) -> bool:
