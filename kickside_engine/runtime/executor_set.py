@@ -212,29 +212,33 @@ class ExecutorSet(Placement):
 
     def dispatch(self, assigned: list[tuple[Executor, ClaimedJob]], now: datetime) -> None:
         """Start each job on its executor (``now``: when it was claimed or taken from the
-        buffer, for the wait the start line reports)."""
+        buffer, for the wait the start line reports); on a process executor already given a
+        job, it waits its turn there."""
         mono = time.monotonic()
         log_starts = starts_logged()
-        on_start = self.hooks.on_start
         batches: dict[Executor, list[ClaimedJob]] = {}
         for ex, claimed in assigned:
             if ex.is_async or not ex.jobs:
                 deadline = mono + self._max_execution(ex, claimed).total_seconds()
                 ex.jobs[claimed.lease_token.int] = RunningJob(claimed, mono, deadline)
                 self.next_deadline = min(self.next_deadline, deadline)
+                self._started(claimed, now, log_starts)
             else:  # behind another job of its batch: its deadline runs once it starts
                 ex.jobs[claimed.lease_token.int] = RunningJob(claimed, None, math.inf)
                 self.stats["queued_on_executor"] += 1
             if claimed.lease_token in self.restamp:
                 self.restamp.discard(claimed.lease_token)
                 restamp_run(self.db, claimed.lease_token, ex.version)
-            if log_starts:
-                log_start(claimed, now)
-            if on_start:
-                fire(on_start, claimed.job)
             batches.setdefault(ex, []).append(claimed)
         for ex, jobs in batches.items():
             ex.dispatch(jobs)  # an async executor takes its jobs in one message
+
+    def _started(self, claimed: ClaimedJob, now: datetime, log_starts: bool) -> None:
+        """A job starts: its ``job.start`` line and the app's ``on_start`` hook."""
+        if log_starts:
+            log_start(claimed, now)
+        if self.hooks.on_start:
+            fire(self.hooks.on_start, claimed.job)
 
     def receive(self, ex: Executor) -> None:
         """Take the messages waiting from ``ex``, whose pipe is readable."""
@@ -349,6 +353,7 @@ class ExecutorSet(Placement):
             head.deadline = at
         else:
             head.deadline = at + self._max_execution(ex, head.claimed).total_seconds()
+            self._started(head.claimed, utcnow(), starts_logged())
         self.next_deadline = min(self.next_deadline, head.deadline)
 
     def _take_back(self, ex: Executor, token: int) -> None:

@@ -11,6 +11,7 @@ executors importing ``tests.support.pool_app``, on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -116,8 +117,9 @@ def test_batches_never_run_a_queue_beyond_its_concurrency(db: Database, tmp_path
 
 
 def test_a_crash_in_a_batch_fails_its_job_only_and_the_rest_run_once(
-    db: Database, tmp_path: Path
+    db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="kickside.job")
     log = tmp_path / "runs.log"
     first, crashing, *rest = enqueue_many(
         db,
@@ -137,6 +139,9 @@ def test_a_crash_in_a_batch_fails_its_job_only_and_the_rest_run_once(
     for job in [first, *rest]:
         assert _outcomes(db, job) == [RunOutcome.COMPLETED]
         assert len(_executions(log)[str(job.id)]) == 1
+    # One start line per job: a job handed back had not started, and is logged as it does.
+    starts = [r.job_id for r in caplog.records if r.getMessage() == "job.start"]  # type: ignore[attr-defined]
+    assert sorted(starts) == sorted(str(job.id) for job in [first, crashing, *rest])
 
 
 def test_each_job_of_a_batch_has_its_whole_max_execution(db: Database, tmp_path: Path) -> None:
