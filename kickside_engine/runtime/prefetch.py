@@ -28,8 +28,9 @@ PREFETCH_PER_PLACE = (2, 12)
 PREFETCH_MOST_PER_PLACE_SQLITE = 24
 #: How many jobs an idle process executor is handed at once while executions are fast (see
 #: ``PoolConfig.handoff_batch``): one message there, and no round trip through the supervisor
-#: between them. Batches of four drained no-op jobs 1.41x faster on PostgreSQL (1.24x on
-#: SQLite) with 0.57x the pool's CPU per job, with each result still sent as its job ends.
+#: between them. Batches of four, each result sent as its job ends, drained no-op jobs 1.17x
+#: faster on PostgreSQL and 1.21x on SQLite, with 0.66x and 0.75x the pool's CPU per job
+#: (``bench/results/ab-2026-12-03T17-51-57Z.md``); batches of 8 and 16 gained nothing more.
 HANDOFF_BATCH = 4
 #: Batch only while executions average under this: a job queued behind a slower one waits for
 #: it, and for jobs of a millisecond or more the hand-off is a small part of the cost.
