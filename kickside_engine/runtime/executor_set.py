@@ -5,12 +5,14 @@ and stops what must not go on: executions past their deadline, executions whose 
 lost, executors that died. It replaces executors for a new code generation in place, each
 once it has finished the job it started under the old code.
 
-Process executors run one sync job each; async executors (``PoolConfig.async_executors``) run
-up to ``async_slots`` ``async def`` jobs each. Each free slot counts as an idle place for the
-producer, and a job goes only to an executor of its worker's kind (:meth:`take_slot`). At its
-deadline a process executor's job is stopped by killing the process; an async job's task is
-cancelled, and the executor killed only if its loop does not come back within
-:data:`CANCEL_GRACE_SECONDS`.
+Process executors run one sync job at a time, handed over in batches while jobs are fast
+(:meth:`batch_size`: the first job of a batch starts, the others wait their turn there); async
+executors (``PoolConfig.async_executors``) run up to ``async_slots`` ``async def`` jobs each.
+An idle process executor counts as one idle place per job of a batch, an async executor as one
+per free slot, and a job goes only to an executor of its worker's kind (:meth:`take_place`).
+At its deadline a process executor's job is stopped by killing the process, the jobs of its
+batch behind it handed back (:attr:`returned`); an async job's task is cancelled, and the
+executor killed only if its loop does not come back within :data:`CANCEL_GRACE_SECONDS`.
 """
 
 from __future__ import annotations
