@@ -13,6 +13,7 @@ Each child also notes when its claim had returned; the stored start may never be
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -70,8 +71,9 @@ def executions(db: Database, admitted: dict[str, datetime]) -> list[tuple[str, d
     return out
 
 
-def most_at_once(intervals: list[tuple[datetime, datetime]]) -> int:
-    """The largest number of intervals covering one instant (an end before a start at ties)."""
+def most_at_once(intervals: Sequence[tuple[Any, Any]]) -> int:
+    """The largest number of intervals covering one instant (an end before a start at ties);
+    their ends are any ordered instants (datetimes, seconds)."""
     events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
     busy = peak = 0
     for _, delta in events:

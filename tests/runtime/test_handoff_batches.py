@@ -31,6 +31,7 @@ from kickside_engine.models import Inserted
 from kickside_engine.runtime import PoolConfig, WorkerPool
 
 from ..conftest import Target
+from ..engine.test_capacity_race import most_at_once
 from ..support.processes import start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
@@ -85,15 +86,6 @@ def _outcomes(db: Database, job: Inserted) -> list[RunOutcome | None]:
     return [run.outcome for run in list_runs(db, job.id)]
 
 
-def _most_at_once(spans: list[tuple[float, float]]) -> int:
-    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
-
-
 def test_batches_never_run_a_queue_beyond_its_concurrency(db: Database, tmp_path: Path) -> None:
     log = tmp_path / "runs.log"
     jobs = [JobBuilder("sleep", {"seconds": 0.02, "log": str(log)}).queue("one") for _ in range(40)]
@@ -112,8 +104,8 @@ def test_batches_never_run_a_queue_beyond_its_concurrency(db: Database, tmp_path
     for i, job in enumerate(inserted):
         ((start, end, _pid),) = executions[str(job.id)]
         by_queue["one" if i < 40 else "three"].append((start, end))
-    assert _most_at_once(by_queue["one"]) == 1
-    assert _most_at_once(by_queue["three"]) <= 3
+    assert most_at_once(by_queue["one"]) == 1
+    assert most_at_once(by_queue["three"]) <= 3
 
 
 def test_a_crash_in_a_batch_fails_its_job_only_and_the_rest_run_once(
@@ -170,16 +162,22 @@ def test_each_job_of_a_batch_has_its_whole_max_execution(db: Database, tmp_path:
     assert len(_executions(log)[str(after.id)]) == 1
 
 
-def test_a_cancelled_job_waiting_in_a_batch_never_starts(db: Database, tmp_path: Path) -> None:
-    log, mark = tmp_path / "runs.log", tmp_path / "started"
-    running, cancelled, behind = enqueue_many(
+def _marked_then_two(db: Database, seconds: float, mark: Path, log: Path) -> list[Inserted]:
+    """One batch: a job that touches ``mark`` as it starts and sleeps ``seconds``, then two
+    no-op jobs behind it; every execution that ends is logged to ``log``."""
+    return enqueue_many(
         db,
         _in_order(
-            JobBuilder("marked_sleep", {"seconds": 1.5, "mark": str(mark), "log": str(log)}),
+            JobBuilder("marked_sleep", {"seconds": seconds, "mark": str(mark), "log": str(log)}),
             JobBuilder("noop", {"log": str(log)}),
             JobBuilder("noop", {"log": str(log)}),
         ),
     )
+
+
+def test_a_cancelled_job_waiting_in_a_batch_never_starts(db: Database, tmp_path: Path) -> None:
+    log, mark = tmp_path / "runs.log", tmp_path / "started"
+    running, cancelled, behind = _marked_then_two(db, 1.5, mark, log)
     with _pool(db) as pool:
         wait_for(mark.exists, 60, "the first job to start")
         assert pool.stats["queued_on_executor"] == 2  # the two wait behind it on its executor
@@ -198,14 +196,7 @@ def test_a_cancelled_job_running_in_a_batch_is_killed_and_the_rest_run_elsewhere
     db: Database, tmp_path: Path
 ) -> None:
     log, mark = tmp_path / "runs.log", tmp_path / "started"
-    running, *behind = enqueue_many(
-        db,
-        _in_order(
-            JobBuilder("marked_sleep", {"seconds": 30, "mark": str(mark), "log": str(log)}),
-            JobBuilder("noop", {"log": str(log)}),
-            JobBuilder("noop", {"log": str(log)}),
-        ),
-    )
+    running, *behind = _marked_then_two(db, 30, mark, log)
     with _pool(db) as pool:
         wait_for(mark.exists, 60, "the first job to start")
         cancel_job(db, running.id, actor=Actor("test", "host"), now=utcnow())
