@@ -373,13 +373,16 @@ class ExecutorSet(Placement):
 
     def _read_waiting(self, ex: Executor) -> None:
         """Take the messages ``ex`` has written and the loop has not read yet."""
-        while ex in self.executors:
-            try:
-                if not ex.inbox.waiting():
-                    return
-            except (OSError, ValueError):
-                return
+        while ex in self.executors and self._unread(ex):
             self.receive(ex)
+
+    @staticmethod
+    def _unread(ex: Executor) -> bool:
+        """Whether a message from ``ex`` waits unread (not once its pipe is closed)."""
+        try:
+            return ex.inbox.waiting()
+        except (OSError, ValueError):
+            return False
 
     def _executor_died(self, ex: Executor) -> None:
         """``ex`` is gone: its jobs crashed; another executor takes its place.
@@ -514,7 +517,4 @@ class ExecutorSet(Placement):
             not job.lost and job.claimed.lease_token in lost for job in ex.jobs.values()
         ):
             return False
-        try:
-            return ex.inbox.waiting()
-        except (OSError, ValueError):
-            return False
+        return self._unread(ex)
