@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from kickside_engine import Database, MigrationError, NotFoundError, migrate
+from kickside_engine import Database, JobBuilder, MigrationError, NotFoundError, migrate
 from kickside_engine.store.final_watch import add_awaited_column
 from kickside_engine.store.tables import build_tables
 
@@ -194,6 +194,55 @@ def test_updated_at_trigger_fills_a_timestamp_the_application_left_alone(db: Dat
             sa.text(f"SELECT extract(year FROM updated_at) FROM {q} WHERE name = 'a'")
         ).scalar_one()
     assert int(year) > 2000
+
+
+def _trigger_calls(conn: sa.Connection, db: Database) -> int:
+    """How often this transaction called the ``updated_at`` trigger function."""
+    function = f'"{db.schema}".kickside_set_updated_at' if db.schema else "kickside_set_updated_at"
+    calls = conn.execute(
+        sa.text("SELECT pg_stat_get_xact_function_calls(CAST(:f AS regproc))"), {"f": function}
+    ).scalar_one()
+    return int(calls or 0)
+
+
+@pytest.mark.parametrize("table", ["kickside_job", "kickside_queue"])
+def test_updated_at_trigger_is_called_only_for_updates_that_leave_the_timestamp_alone(
+    db: Database, table: str
+) -> None:
+    # Claims and settles set updated_at: calling the function for them did nothing but cost a
+    # PL/pgSQL call per row (migration 0013 gives the trigger the function's test as WHEN).
+    if not db.is_postgresql:
+        pytest.skip("the updated_at trigger function is PostgreSQL's")
+    t = _q(db, table)
+    if table == "kickside_job":
+        key = f"id = '{JobBuilder('w').insert(db).id}'"
+    else:
+        key = "name = 'a'"
+        with db.begin() as conn:
+            conn.execute(sa.text(f"INSERT INTO {t} (name, updated_at) VALUES ('a', now())"))
+    with db.begin() as conn:
+        conn.execute(sa.text("SET LOCAL track_functions = 'pl'"))
+        conn.execute(sa.text(f"UPDATE {t} SET updated_at = '2001-01-01T00:00:00Z' WHERE {key}"))
+        assert _trigger_calls(conn, db) == 0
+        year = f"SELECT extract(year FROM updated_at) FROM {t} WHERE {key}"
+        assert int(conn.execute(sa.text(year)).scalar_one()) == 2001
+        conn.execute(sa.text(f"UPDATE {t} SET updated_at = updated_at WHERE {key}"))  # alone
+        assert _trigger_calls(conn, db) == 1
+        assert int(conn.execute(sa.text(year)).scalar_one()) > 2001
+
+
+def test_migration_0013_keeps_what_the_updated_at_triggers_do(db: Database) -> None:
+    if not db.is_postgresql:
+        pytest.skip("the updated_at triggers are PostgreSQL's")
+    migrate.downgrade(db, "0012")
+    test_updated_at_trigger_fills_a_timestamp_the_application_left_alone(db)
+    with db.begin(check_schema=False) as conn:
+        conn.execute(sa.text("SET LOCAL track_functions = 'pl'"))
+        conn.execute(sa.text(f"UPDATE {_q(db, 'kickside_queue')} SET updated_at = now()"))
+        assert _trigger_calls(conn, db) == 1  # 0012: called for every row
+        conn.execute(sa.text(f"DELETE FROM {_q(db, 'kickside_queue')}"))
+    assert migrate.upgrade(db).up_to_date
+    test_updated_at_trigger_fills_a_timestamp_the_application_left_alone(db)
 
 
 def _q(db: Database, table: str) -> str:
