@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from bench.peers.runner import conninfo
-from bench.write_cost import VARIANTS
+from bench.write_cost import POSTGRESQL_ONLY, VARIANTS
 
 from ..conftest import PG_URL, require_postgres
 from .scripts import run_script
@@ -29,7 +29,8 @@ def test_every_variant_drains_its_jobs_and_reports_its_figures(backend: str) -> 
     result = _run("--backend", backend, "--database-url", PG_URL, "--jobs", "450", "--rounds", "1")
     assert result.returncode == 0, result.stderr
     rows = dict(re.findall(r"^\| (\w+) \| ([\d.]+) \(", result.stdout, re.MULTILINE))
-    assert set(rows) == set(VARIANTS)
+    expected = set(VARIANTS) if backend == "postgresql" else set(VARIANTS) - POSTGRESQL_ONLY
+    assert set(rows) == expected
     assert all(float(us) > 0 for us in rows.values())
     if backend == "postgresql":
         assert "| variant | wall | server_cpu |" in result.stdout
@@ -44,3 +45,9 @@ def test_an_unknown_variant_is_refused() -> None:
     result = _run("no_such_thing")
     assert result.returncode == 2
     assert "unknown variant 'no_such_thing'" in result.stderr
+
+
+def test_a_postgresql_variant_on_sqlite_is_refused() -> None:
+    result = _run("--backend", "sqlite", "base", "updated_at_when")
+    assert result.returncode == 2
+    assert "'updated_at_when' is for PostgreSQL only" in result.stderr
