@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,39 @@ def _pool(target: Target, node: str, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _freeze(pool: subprocess.Popen[bytes], frozen: str, target: Target) -> None:
+    """SIGSTOP the pool (``frozen="pool"``: the supervisor and its executors, as a VM pause;
+    ``"supervisor"``: its executor finishes and its result waits in the pipe).
+
+    On SQLite a process frozen inside a write transaction holds the database's one write lock,
+    and no other process can write until it wakes: no pool can rescue anything then, by
+    SQLite's design. A stop that lands in one of the pool's short writes (a heartbeat, a lease
+    renewal) is undone and tried again a moment later.
+    """
+    for _ in range(50):
+        if frozen == "pool":
+            os.killpg(pool.pid, signal.SIGSTOP)
+        else:
+            os.kill(pool.pid, signal.SIGSTOP)
+        if target.backend != "sqlite" or not _write_locked(target):
+            return
+        os.killpg(pool.pid, signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError("the pool held SQLite's write lock at every stop")
+
+
+def _write_locked(target: Target) -> bool:
+    conn = sqlite3.connect(target.url.removeprefix("sqlite:///"), timeout=0.2)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.rollback()
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()
+
+
 def _state(db: Database, job_id: object) -> JobState | None:
     job = get_job(db, job_id)  # type: ignore[arg-type]
     return job.state if job is not None else None
@@ -56,10 +91,7 @@ def test_a_paused_pools_late_outcome_is_never_recorded_after_a_rescue(
     paused = _pool(target, "paused", tmp_path)
     try:
         wait_for(lambda: log.exists(), 60, "the first attempt started")
-        if frozen == "pool":  # the supervisor and its executors, as a VM pause
-            os.killpg(paused.pid, signal.SIGSTOP)
-        else:  # the supervisor only: its executor finishes and its result waits in the pipe
-            os.kill(paused.pid, signal.SIGSTOP)
+        _freeze(paused, frozen, target)
         rescuer = _pool(target, "rescuer", tmp_path)
         try:
             wait_for(lambda: _state(db, slow.id) is JobState.COMPLETED, 60, "the re-run")
