@@ -1,25 +1,32 @@
 """The fastest a drain can go on this machine with Kickside's writes and none of its code
-(issue 21's drain lines).
+(issue 21's drain lines, issue 26's SQLite drain).
 
-``python -m bench.drain_floor [--mode io|sync] [--database-url URL] [--jobs N] [--rounds 3]
-[--turns 1]`` enqueues no-op jobs with Kickside into a fresh schema, then drains them with raw
-psycopg (asyncio, pipeline mode) and nothing else. Each turn is one round trip and one commit:
-the jobs that ended since the last turn are settled (job row and run row, as a pool's settle
-writes them) and new ones claimed (job row, ``FOR UPDATE SKIP LOCKED``, and the run row's
-insert, as a pool's claim writes them): the writes of ``python -m bench.write_cost``'s
-``base``, in two statements. As soon as a turn is back, the next starts (``--turns 2``: two
-turns in flight, each on its own connection). The jobs:
+``python -m bench.drain_floor [--backend postgresql|sqlite] [--mode io|sync] [--jobs N]
+[--rounds 3] [--turns 1] [--most-per-turn N] [--database-url URL]`` enqueues no-op jobs with
+Kickside into a fresh schema (or SQLite file), then drains them with the raw driver and
+nothing else. Each turn settles the jobs that ended since the last one (job row and run row,
+as a pool's settle writes them) and claims new ones (job row, and the run row's insert, as a
+pool's claim writes them): the writes of ``python -m bench.write_cost``'s ``base``, in one
+transaction.
+
+- PostgreSQL: psycopg, asyncio, pipeline mode; a turn is one round trip and one commit (the
+  claim ``FOR UPDATE SKIP LOCKED``). As soon as a turn is back the next starts; ``--turns N``
+  keeps N in flight, each on its own connection.
+- SQLite (WAL, synchronous NORMAL, as Kickside's default): ``sqlite3`` on a thread of its own,
+  ``BEGIN IMMEDIATE``, the statements of ``bench.write_cost``; one turn at a time (one writer).
+
+``--most-per-turn`` caps what a turn claims. The jobs:
 
 - ``io`` (workload 10b, ``io_drain``): each claimed job is an asyncio task that awaits a 10 ms
   sleep, at most 200 at once; the Little's-law limit is 20,000 jobs/s;
-- ``sync`` (workload 3, ``drain``): each claimed job is handed to one of 10 worker processes
-  over a pipe, up to four in one message to an idle one, and each job's end comes back in a
-  message of its own, as Kickside's process executors do (its crash isolation).
+- ``sync`` (workloads 3 and 8, ``drain``): each claimed job is handed to one of 10 worker
+  processes over a pipe, up to four in one write to an idle one, and each job's end comes back
+  in a write of its own, as Kickside's process executors do (its crash isolation).
 
-Prints jobs/s and CPU per job (this process and its workers; the server processes of its
-connections), the median of the rounds and each round's figure. Run it beside ``python -m
-bench.run --only io_drain`` (or ``drain``) with the peers: what the figures rule out is in
-docs/about/performance.md.
+Prints jobs/s and CPU µs per job (this process and its workers; on PostgreSQL also the server
+processes of its connections), the median of the rounds and each round's figure. The tool
+checks that every job completed with one finished run. Run it beside ``python -m bench.run``
+with the peers: what the figures rule out is in docs/about/performance.md.
 """
 
 from __future__ import annotations
@@ -28,10 +35,13 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import sqlite3
 import statistics
+import struct
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +50,8 @@ import psycopg
 
 from bench.cpu import process_tree_cpu_seconds
 from bench.peers.runner import conninfo
-from bench.targets import DEFAULT_POSTGRES_URL, postgresql_target
+from bench.targets import DEFAULT_POSTGRES_URL, Target, postgresql_target, sqlite_target
+from bench.write_cost import SQLITE, claim_sql, writes_sql
 from kickside_engine import JobBuilder, enqueue_fanout
 
 IO_SLOTS = 200
@@ -49,9 +60,11 @@ SYNC_WORKERS = 10
 SYNC_BATCH = 4
 #: Claimed jobs waiting for a place, at most, per place (a pool's prefetch buffer).
 SYNC_AHEAD = 8
-#: What tells a worker of ``sync`` to exit (a batch is a multiple of 16 bytes).
+#: What tells a worker of ``sync`` to exit (a batch is a multiple of 4 bytes).
 STOP = b"x"
-#: The settle of the jobs that ended, then the claim, each with its run row's write.
+#: A job crosses the workers' pipes as its index in the drain's list of claimed ids.
+HANDLE = struct.Struct("=I")
+#: PostgreSQL: the settle of the jobs that ended, then the claim, each with its run row.
 SETTLE = (
     "WITH settled AS (UPDATE kickside_job SET state = 'completed', completed_at = now(), "
     "finalized_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, "
@@ -70,6 +83,14 @@ CLAIM = (
     "started_at) SELECT id, attempt, queue, worker, 'floor', lease_token, now() FROM claimed "
     "RETURNING job_id"
 )
+CHECK = (
+    "SELECT (SELECT count(*) FROM kickside_job WHERE state = 'completed'), "
+    "(SELECT count(*) FROM kickside_job_run WHERE outcome = 'completed' "
+    "AND finished_at IS NOT NULL), (SELECT count(*) FROM kickside_job_run)"
+)
+
+#: A turn: settle these ended jobs' ids, claim up to this many; the claimed ids.
+Turn = Callable[[list[Any], int], Awaitable[list[Any]]]
 
 
 @dataclass
@@ -77,61 +98,45 @@ class Drain:
     """What a drain has: the jobs that ended and wait for their settle, and how many run."""
 
     jobs: int
-    ended: list[uuid.UUID] = field(default_factory=list)
+    ended: list[Any] = field(default_factory=list)
     running: int = 0
     settled: int = 0
     claimed: int = 0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-async def turn(conn: psycopg.AsyncConnection[Any], ended: list[uuid.UUID], limit: int) -> list[Any]:
-    """Settle ``ended`` and claim up to ``limit`` jobs, in one round trip; the claimed ids."""
-    async with conn.pipeline(), conn.transaction():
-        if ended:
-            await conn.execute(SETTLE, {"ids": ended})
-        claimed = await conn.execute(CLAIM, {"limit": limit}) if limit else None
-        rows = await claimed.fetchall() if claimed else []
-    return [row[0] for row in rows]
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 async def turns(
-    conn: psycopg.AsyncConnection[Any],
-    drain: Drain,
-    room: Callable[[], int],
-    start: Callable[[list[uuid.UUID]], None],
-    wake: asyncio.Event,
+    turn: Turn, drain: Drain, room: Callable[[], int], start: Callable[[list[Any]], None]
 ) -> None:
-    """Run turns back to back on ``conn`` until every job has been settled."""
+    """Run turns back to back until every job has been settled."""
     while drain.settled < drain.jobs:
         ended, drain.ended = drain.ended, []
         limit = 0 if drain.claimed >= drain.jobs else room()
         if not ended and not limit:
-            wake.clear()
-            await wake.wait()
+            drain.wake.clear()
+            await drain.wake.wait()
             continue
         drain.running += limit  # held for this turn's claims; given back below
-        claimed = await turn(conn, ended, limit)
+        claimed = await turn(ended, limit)
         drain.running -= limit - len(claimed)
         drain.settled += len(ended)
         drain.claimed += len(claimed)
         start(claimed)
-    drain.done.set()
-    wake.set()  # the other connection's turns see the end
+    drain.wake.set()  # the other turns see the end
 
 
-async def io_jobs(conns: list[psycopg.AsyncConnection[Any]], jobs: int, most: int) -> None:
+async def io_jobs(turners: list[Turn], jobs: int, most: int) -> None:
     """Drain ``jobs`` jobs of a 10 ms sleep each, at most :data:`IO_SLOTS` at once."""
     drain = Drain(jobs)
-    wake = asyncio.Event()
     tasks: set[asyncio.Task[None]] = set()
 
-    async def job(job_id: uuid.UUID) -> None:
+    async def job(job_id: Any) -> None:
         await asyncio.sleep(IO_SLEEP_S)
         drain.running -= 1
         drain.ended.append(job_id)
-        wake.set()
+        drain.wake.set()
 
-    def start(claimed: list[uuid.UUID]) -> None:
+    def start(claimed: list[Any]) -> None:
         for job_id in claimed:
             task = asyncio.create_task(job(job_id))
             tasks.add(task)
@@ -140,30 +145,30 @@ async def io_jobs(conns: list[psycopg.AsyncConnection[Any]], jobs: int, most: in
     def room() -> int:
         return min(most, IO_SLOTS - drain.running)
 
-    await asyncio.gather(*(turns(c, drain, room, start, wake) for c in conns))
+    await asyncio.gather(*(turns(t, drain, room, start) for t in turners))
 
 
 def _worker(jobs_in: int, ends_out: int) -> None:
-    """A worker process of ``sync``: run each job handed over (a no-op call) and write its id
-    back as it ends, one write per job."""
+    """A worker process of ``sync``: run each job handed over (a no-op call) and write its
+    handle back as it ends, one write per job."""
 
     def noop(_args: Any) -> None:
         return None
 
+    size = HANDLE.size
     while (batch := os.read(jobs_in, 4096)) != STOP:
-        for i in range(0, len(batch), 16):
+        for i in range(0, len(batch), size):
             noop(None)
-            os.write(ends_out, batch[i : i + 16])
+            os.write(ends_out, batch[i : i + size])
 
 
-async def sync_jobs(conns: list[psycopg.AsyncConnection[Any]], jobs: int, most: int) -> None:
+async def sync_jobs(turners: list[Turn], jobs: int, most: int) -> None:
     """Drain ``jobs`` no-op jobs through :data:`SYNC_WORKERS` worker processes.
 
-    The pipes are raw (``os.pipe``): a batch of ids in one write to an idle worker (which
-    reads it whole), a 16-byte id back per job; the ends of all workers are read in bulk.
+    The pipes are raw (``os.pipe``): a batch of handles in one write to an idle worker (which
+    reads it whole), a handle back per job; a worker's ends are read in bulk.
     """
     drain = Drain(jobs)
-    wake = asyncio.Event()
     loop = asyncio.get_running_loop()
     ctx = mp.get_context("fork")  # the workers inherit their pipes' descriptors
     to_workers: list[int] = []
@@ -180,8 +185,10 @@ async def sync_jobs(conns: list[psycopg.AsyncConnection[Any]], jobs: int, most: 
         from_workers.append(ends_r)
         workers.append(proc)
     held = dict.fromkeys(range(SYNC_WORKERS), 0)
-    waiting: list[uuid.UUID] = []
+    ids: list[Any] = []
+    waiting: list[int] = []
     partial = dict.fromkeys(range(SYNC_WORKERS), b"")
+    size = HANDLE.size
 
     def hand_out() -> None:
         for w, n in held.items():
@@ -189,31 +196,31 @@ async def sync_jobs(conns: list[psycopg.AsyncConnection[Any]], jobs: int, most: 
                 continue
             batch, waiting[:SYNC_BATCH] = waiting[:SYNC_BATCH], []
             held[w] = len(batch)
-            os.write(to_workers[w], b"".join(j.bytes for j in batch))
+            os.write(to_workers[w], b"".join(HANDLE.pack(h) for h in batch))
 
     def ended(w: int) -> None:
         data = partial[w] + os.read(from_workers[w], 4096)
-        whole = len(data) - len(data) % 16
+        whole = len(data) - len(data) % size
         partial[w] = data[whole:]
-        for i in range(0, whole, 16):
-            drain.ended.append(uuid.UUID(bytes=data[i : i + 16]))
-        held[w] -= whole // 16
-        drain.running -= whole // 16
+        drain.ended.extend(ids[h] for (h,) in HANDLE.iter_unpack(data[:whole]))
+        held[w] -= whole // size
+        drain.running -= whole // size
         hand_out()
-        wake.set()
+        drain.wake.set()
 
     for w, fd in enumerate(from_workers):
         loop.add_reader(fd, ended, w)
 
-    def start(claimed: list[uuid.UUID]) -> None:
-        waiting.extend(claimed)
+    def start(claimed: list[Any]) -> None:
+        waiting.extend(range(len(ids), len(ids) + len(claimed)))
+        ids.extend(claimed)
         hand_out()
 
     def room() -> int:
         return min(most, SYNC_WORKERS * (SYNC_BATCH + SYNC_AHEAD) - drain.running)
 
     try:
-        await asyncio.gather(*(turns(c, drain, room, start, wake) for c in conns))
+        await asyncio.gather(*(turns(t, drain, room, start) for t in turners))
     finally:
         for fd in from_workers:
             loop.remove_reader(fd)
@@ -225,16 +232,72 @@ async def sync_jobs(conns: list[psycopg.AsyncConnection[Any]], jobs: int, most: 
             os.close(fd)
 
 
-async def measure(
-    url: str, schema: str, mode: str, jobs: int, connections: int, most: int
-) -> dict[str, float]:
-    """One drain: jobs/s and CPU µs per job (this process tree; the connections' servers)."""
-    options = f"-c search_path={schema} -c enable_seqscan=off"
-    conns = [
-        await psycopg.AsyncConnection.connect(conninfo(url), options=options, autocommit=True)
-        for _ in range(connections)
-    ]
-    try:
+def postgresql_turn(conn: psycopg.AsyncConnection[Any]) -> Turn:
+    """Turns on ``conn`` (autocommit): one round trip, one commit."""
+
+    async def turn(ended: list[Any], limit: int) -> list[Any]:
+        async with conn.pipeline(), conn.transaction():
+            if ended:
+                await conn.execute(SETTLE, {"ids": ended})
+            claimed = await conn.execute(CLAIM, {"limit": limit}) if limit else None
+            rows = await claimed.fetchall() if claimed else []
+        return [row[0] for row in rows]
+
+    return turn
+
+
+def sqlite_turn(conn: sqlite3.Connection, thread: ThreadPoolExecutor) -> Turn:
+    """Turns on ``conn``, each one transaction on ``thread`` (the loop goes on meanwhile)."""
+    d = SQLITE
+    now = d["now"]
+
+    def run(ended: list[Any], limit: int) -> list[Any]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if ended:
+                writes = writes_sql(d, ",".join("?" * len(ended)))
+                conn.execute(writes["settle"], (now, now, now, *ended))
+                conn.execute(writes["finish_runs"], (now, *ended))
+            claimed: list[Any] = []
+            if limit:
+                rows = conn.execute(claim_sql(d, limit), (now, now, now, d["due"]))
+                claimed = [row[0] for row in rows.fetchall()]
+            if claimed:
+                writes = writes_sql(d, ",".join("?" * len(claimed)))
+                conn.execute(writes["start_runs"], (now, *claimed))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return claimed
+
+    async def turn(ended: list[Any], limit: int) -> list[Any]:
+        return await asyncio.get_running_loop().run_in_executor(thread, run, ended, limit)
+
+    return turn
+
+
+@dataclass
+class Measured:
+    """A drain's wall time and CPU seconds (``server``: PostgreSQL's, else None)."""
+
+    seconds: float
+    client: float
+    server: float | None
+
+
+async def drain_postgresql(target: Target, mode: str, jobs: int, n: int, most: int) -> Measured:
+    """Drain on ``n`` connections to ``target``'s schema; checks the writes after."""
+    options = f"-c search_path={target.schema} -c enable_seqscan=off"
+    async with AsyncExitStack() as stack:
+        conns = [
+            await stack.enter_async_context(
+                await psycopg.AsyncConnection.connect(
+                    conninfo(target.url), options=options, autocommit=True
+                )
+            )
+            for _ in range(n)
+        ]
         backends = []
         for c in conns:
             row = await (await c.execute("SELECT pg_backend_pid()")).fetchone()
@@ -242,64 +305,102 @@ async def measure(
             if Path(f"/proc/{row[0]}/stat").exists():
                 backends.append(row[0])
 
-        def server_cpu() -> float:
+        def server() -> float:
             return sum(process_tree_cpu_seconds(pid) for pid in backends)
 
-        cpu0, server0 = process_tree_cpu_seconds(os.getpid()), server_cpu()
-        started = time.perf_counter()
-        await (io_jobs if mode == "io" else sync_jobs)(conns, jobs, most)
-        elapsed = time.perf_counter() - started
-        cpu, server = process_tree_cpu_seconds(os.getpid()) - cpu0, server_cpu() - server0
-        await _check(conns[0], jobs)
-    finally:
-        for c in conns:
-            await c.close()
-    return {
-        "jobs_per_s": jobs / elapsed,
-        "client_cpu_us": cpu / jobs * 1e6,
-        "server_cpu_us": server / jobs * 1e6 if backends else float("nan"),
-    }
+        cpu0, server0, started = _client_cpu(), server(), time.perf_counter()
+        await (io_jobs if mode == "io" else sync_jobs)(
+            [postgresql_turn(c) for c in conns], jobs, most
+        )
+        measured = Measured(
+            time.perf_counter() - started,
+            _client_cpu() - cpu0,
+            server() - server0 if backends else None,
+        )
+        row = await (await conns[0].execute(CHECK)).fetchone()
+    _check(row, jobs)
+    return measured
 
 
-async def _check(conn: psycopg.AsyncConnection[Any], jobs: int) -> None:
-    """Every job completed, with one run row, finished: the floor made the writes it claims."""
-    cur = await conn.execute(
-        "SELECT (SELECT count(*) FROM kickside_job WHERE state = 'completed'), "
-        "(SELECT count(*) FROM kickside_job_run WHERE outcome = 'completed' "
-        "AND finished_at IS NOT NULL), (SELECT count(*) FROM kickside_job_run)"
+async def drain_sqlite(target: Target, mode: str, jobs: int, most: int) -> Measured:
+    """Drain ``target``'s file (WAL, synchronous NORMAL); checks the writes after."""
+    conn = sqlite3.connect(
+        target.url.removeprefix("sqlite:///"), isolation_level=None, check_same_thread=False
     )
-    row = await cur.fetchone()
-    if row != (jobs, jobs, jobs):
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        with ThreadPoolExecutor(1, thread_name_prefix="floor-sqlite") as thread:
+            cpu0, started = _client_cpu(), time.perf_counter()
+            run = io_jobs if mode == "io" else sync_jobs
+            await run([sqlite_turn(conn, thread)], jobs, most)
+            measured = Measured(time.perf_counter() - started, _client_cpu() - cpu0, None)
+        _check(conn.execute(CHECK).fetchone(), jobs)
+    finally:
+        conn.close()
+    return measured
+
+
+def _client_cpu() -> float:
+    return process_tree_cpu_seconds(os.getpid())
+
+
+def _check(row: Any, jobs: int) -> None:
+    """Every job completed, with one run row, finished: the floor made the writes it claims."""
+    if tuple(row or ()) != (jobs, jobs, jobs):
         raise RuntimeError(f"expected {jobs} completed jobs and finished runs, found {row}")
 
 
-def round_(url: str, mode: str, jobs: int, connections: int, most: int) -> dict[str, float]:
-    """One round in a fresh schema."""
-    with postgresql_target(url, f"bench_drain_floor_{os.getpid()}") as target:
+@contextmanager
+def _target(backend: str, url: str) -> Iterator[Target]:
+    if backend == "postgresql":
+        with postgresql_target(url, f"bench_drain_floor_{os.getpid()}") as target:
+            yield target
+    else:
+        with sqlite_target() as target:
+            yield target
+
+
+def round_(
+    backend: str, url: str, mode: str, jobs: int, turns_in_flight: int, most: int
+) -> dict[str, float]:
+    """One round on a fresh schema or file: jobs/s and CPU µs per job."""
+    with _target(backend, url) as target:
         db = target.open()
         try:
             enqueue_fanout(db, JobBuilder("noop"), [{"i": i} for i in range(jobs)])
         finally:
             db.dispose()
-        assert target.schema is not None
-        return asyncio.run(measure(url, target.schema, mode, jobs, connections, most))
+        if backend == "postgresql":
+            m = asyncio.run(drain_postgresql(target, mode, jobs, turns_in_flight, most))
+        else:
+            m = asyncio.run(drain_sqlite(target, mode, jobs, most))
+    figures = {"jobs_per_s": jobs / m.seconds, "client_cpu_us": m.client / jobs * 1e6}
+    if m.server is not None:
+        figures["server_cpu_us"] = m.server / jobs * 1e6
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     """Drain ``--rounds`` times; print each round and the medians."""
     parser = argparse.ArgumentParser(prog="python -m bench.drain_floor")
+    parser.add_argument("--backend", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--mode", choices=("io", "sync"), default="io")
     parser.add_argument("--database-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument("--jobs", type=int, default=None, help="default: 40,000 (io), 20,000")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--turns", type=int, choices=(1, 2), default=1)
+    parser.add_argument(
+        "--turns", type=int, choices=(1, 2, 3, 4), default=1, help="in flight (PostgreSQL)"
+    )
     parser.add_argument(
         "--most-per-turn", type=int, default=1_000_000, help="claim at most this many a turn"
     )
     args = parser.parse_args(argv)
+    if args.backend == "sqlite" and args.turns != 1:
+        parser.error("SQLite has one writer: --turns 1 only")
     jobs = args.jobs or (40_000 if args.mode == "io" else 20_000)
     rounds = [
-        round_(args.database_url, args.mode, jobs, args.turns, args.most_per_turn)
+        round_(args.backend, args.database_url, args.mode, jobs, args.turns, args.most_per_turn)
         for _ in range(args.rounds)
     ]
     what = (
@@ -308,7 +409,10 @@ def main(argv: list[str] | None = None) -> int:
         else f"{SYNC_WORKERS} worker processes, batches of {SYNC_BATCH}"
     )
     most = "" if args.most_per_turn >= jobs else f", at most {args.most_per_turn} claimed a turn"
-    print(f"drain floor, {args.mode}: {jobs} jobs, {what}, {args.turns} turn(s) in flight{most}")
+    print(
+        f"drain floor, {args.backend}, {args.mode}: {jobs} jobs, {what}, "
+        f"{args.turns} turn(s) in flight{most}"
+    )
     for name in rounds[0]:
         each = ", ".join(f"{r[name]:,.1f}" for r in rounds)
         print(f"  {name}: {statistics.median(r[name] for r in rounds):,.1f} ({each})")

@@ -98,17 +98,19 @@ POSTGRESQL = {
 }
 
 
-def _claim(d: dict[str, str]) -> str:
+def claim_sql(d: dict[str, str], limit: int = BATCH) -> str:
+    """The claim of up to ``limit`` jobs (``UPDATE ... RETURNING id``); its parameters are
+    the lease's expiry, the attempt's start, ``updated_at`` and the due time."""
     return (
         "UPDATE kickside_job SET state = 'executing', attempt = attempt + 1, "
         f"lease_owner = 'bench', lease_token = {d['token']}, lease_expires_at = {d['mark']}, "
         f"attempted_at = {d['mark']}, updated_at = {d['mark']} WHERE id IN (SELECT id FROM "
         "kickside_job WHERE state = 'available' AND queue = 'default' AND scheduled_at <= "
-        f"{d['mark']} ORDER BY priority, scheduled_at, id LIMIT {BATCH}) RETURNING id"
+        f"{d['mark']} ORDER BY priority, scheduled_at, id LIMIT {limit}) RETURNING id"
     )
 
 
-def _writes(d: dict[str, str], ids: str) -> dict[str, str]:
+def writes_sql(d: dict[str, str], ids: str) -> dict[str, str]:
     """The statements of one batch whose ids are ``ids`` (placeholders)."""
     m = d["mark"]
     return {
@@ -145,13 +147,13 @@ def drain(
     for change in CHANGES[variant]:
         with transaction():
             execute(change, ())
-    now, claim, done = d["now"], _claim(d), 0
+    now, claim, done = d["now"], claim_sql(d), 0
     while True:
         with transaction():
             ids = [row[0] for row in execute(claim, (now, now, now, d["due"]))]
             if not ids:
                 return done
-            writes = _writes(d, ",".join([d["mark"]] * len(ids)))
+            writes = writes_sql(d, ",".join([d["mark"]] * len(ids)))
             if variant not in ("no_runs", "runs_at_settle"):
                 execute(writes["start_runs"], (now, *ids))
         with transaction():

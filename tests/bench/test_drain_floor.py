@@ -1,6 +1,6 @@
-"""``python -m bench.drain_floor`` drains every job through each of its shapes on a real
-PostgreSQL server, makes the writes it claims (the tool checks them) and prints its figures (it
-never asserts on timings); it leaves no schema behind."""
+"""``python -m bench.drain_floor`` drains every job through each of its shapes, on both
+backends, makes the writes it claims (the tool checks them) and prints its figures (it never
+asserts on timings); it leaves no schema behind. A shape it does not have is a usage error."""
 
 from __future__ import annotations
 
@@ -16,35 +16,50 @@ from .scripts import run_script
 
 pytestmark = pytest.mark.slow
 
+SHAPES = [
+    ("postgresql", "io"),
+    ("postgresql", "io", "--turns", "2", "--most-per-turn", "50"),
+    ("postgresql", "sync"),
+    ("postgresql", "sync", "--turns", "3"),
+    ("sqlite", "io", "--most-per-turn", "50"),
+    ("sqlite", "sync"),
+]
 
-@pytest.mark.parametrize(
-    "shape",
-    [
-        ("--mode", "io"),
-        ("--mode", "io", "--turns", "2", "--most-per-turn", "50"),
-        ("--mode", "sync"),
-        ("--mode", "sync", "--turns", "2"),
-    ],
-    ids=["io", "io-two-turns-capped", "sync", "sync-two-turns"],
-)
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["-".join(s).replace("--", "") for s in SHAPES])
 def test_the_floor_drains_every_job_and_reports_its_figures(shape: tuple[str, ...]) -> None:
-    require_postgres()
+    backend, mode, *rest = shape
+    if backend == "postgresql":
+        require_postgres()
     result = run_script(
-        "bench.drain_floor", *shape, "--database-url", PG_URL, "--jobs", "600", "--rounds", "1"
+        "bench.drain_floor",
+        *("--backend", backend, "--mode", mode, *rest),
+        *("--database-url", PG_URL, "--jobs", "600", "--rounds", "1"),
     )
     assert result.returncode == 0, result.stderr
     figures = dict(re.findall(r"^  (\w+): ([\d,.]+) \(", result.stdout, re.MULTILINE))
-    assert set(figures) == {"jobs_per_s", "client_cpu_us", "server_cpu_us"}, result.stdout
+    expected = {"jobs_per_s", "client_cpu_us"}
+    if backend == "postgresql":
+        expected.add("server_cpu_us")
+    assert set(figures) == expected, result.stdout
     assert all(float(v.replace(",", "")) > 0 for v in figures.values())
-    assert ("share of the Little's-law limit" in result.stdout) == ("io" in shape)
-    with psycopg.connect(conninfo(PG_URL)) as conn:
-        left = conn.execute(
-            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_drain_floor_%'"
-        ).fetchone()
-    assert left == (0,)
+    assert ("share of the Little's-law limit" in result.stdout) == (mode == "io")
+    if backend == "postgresql":
+        with psycopg.connect(conninfo(PG_URL)) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_drain_floor_%'"
+            ).fetchone()
+        assert left == (0,)
 
 
-def test_a_bad_shape_is_a_usage_error() -> None:
-    result = run_script("bench.drain_floor", "--turns", "3")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--turns", "5"), "invalid choice: 5"),
+        (("--backend", "sqlite", "--turns", "2"), "SQLite has one writer: --turns 1 only"),
+    ],
+)
+def test_a_shape_it_does_not_have_is_a_usage_error(args: tuple[str, ...], message: str) -> None:
+    result = run_script("bench.drain_floor", *args)
     assert result.returncode == 2
-    assert "invalid choice: 3" in result.stderr
+    assert message in result.stderr
