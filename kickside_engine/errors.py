@@ -61,7 +61,8 @@ class ConflictError(KicksideError):
 
 
 class DatabaseUnavailableError(KicksideError):
-    """The database could not be reached, or the connection was lost."""
+    """The database could not be reached, the connection was lost, or another writer kept a
+    SQLite file locked past the busy timeout: nothing to fix but the wait (retry)."""
 
     exit_code = 5
     code = "database_unavailable"

@@ -22,6 +22,7 @@ from kickside_engine.errors import (
     DatabaseUnavailableError,
     PermissionDeniedError,
 )
+from kickside_engine.store import engines
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -69,8 +70,10 @@ def translate_errors(db: Database | None = None) -> Iterator[None]:
     that could not be made or was lost, since callers (and scripts, on exit code 5) retry it.
     Credentials the server refused (a wrong user or password, no pg_hba.conf entry) are an
     :class:`AuthenticationError` instead: retrying cannot help.
-    A write refused because the role (or the SQLite file) is read-only becomes
-    :class:`PermissionDeniedError`; a SQLite file that is not a database, a
+    A SQLite file another writer kept locked past the busy timeout is a
+    :class:`DatabaseUnavailableError` too: nothing is wrong but the wait, and a retry once the
+    lock is free succeeds. A write refused because the role (or the SQLite file) is read-only
+    becomes :class:`PermissionDeniedError`; a SQLite file that is not a database, a
     :class:`ConfigurationError`. Any other driver error stays what it is: a failure.
     """
     try:
@@ -86,6 +89,13 @@ def translate_errors(db: Database | None = None) -> Iterator[None]:
             where = db.display_url() if db is not None else "the database"
             raise DatabaseUnavailableError(
                 f"cannot reach {where}: {_first_line(exc.orig)}"
+            ) from exc
+        if isinstance(exc, OperationalError) and _is_locked(exc.orig):
+            where = db.display_url() if db is not None else "the SQLite file"
+            seconds = engines.SQLITE_BUSY_TIMEOUT_MS / 1000
+            raise DatabaseUnavailableError(
+                f"{where} stayed locked by another writer past the busy timeout "
+                f"({seconds:g} s): {_first_line(exc.orig)}"
             ) from exc
         if _is_permission_denied(exc):
             raise PermissionDeniedError(

@@ -17,12 +17,27 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from kickside_engine import ConfigurationError, Database, JobBuilder, enqueue, get_job
+from kickside_engine import (
+    ConfigurationError,
+    Database,
+    JobBuilder,
+    enqueue,
+    get_job,
+    migrate,
+)
 from kickside_engine.clock import utcnow
+from kickside_engine.control import list_nodes
 from kickside_engine.runtime import PoolConfig, WorkerPool
 
 from ..conftest import Target
-from ..support.processes import ROOT, start_worker, stop, wait_for
+from ..support.processes import (
+    ROOT,
+    hold_write_lock,
+    release_write_lock,
+    start_worker,
+    stop,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -144,3 +159,50 @@ def test_prune_after_sets_the_pools_retention(
         assert get_job(db, recent) is not None
     finally:
         assert stop(proc) == 0, (tmp_path / "pool.out").read_text()[-2000:]
+
+
+#: ``kickside`` with SQLite's busy timeout shortened (the test does not wait 30 s for it).
+SHORT_BUSY_TIMEOUT_CLI = (
+    "import sys\n"
+    "from kickside_engine.store import engines\n"
+    "engines.SQLITE_BUSY_TIMEOUT_MS = 500\n"
+    "from kickside_tui.cli.main import main\n"
+    "sys.argv[0] = 'kickside'\n"
+    "main()\n"
+)
+
+
+def test_a_worker_started_on_a_sqlite_file_another_process_keeps_locked_exits_5(
+    tmp_path: Path,
+) -> None:
+    """What an operator sees when a backup or a long write holds the file as the pool starts:
+    one line naming the lock, and exit 5 (database unavailable: try again), not a driver
+    error with exit 1. Nothing is left half registered."""
+    path = tmp_path / "k.sqlite3"
+    url = f"sqlite:///{path}"
+    db = Database.from_url(url, create=True)
+    migrate.upgrade(db)
+    holder = hold_write_lock(path)
+    try:
+        proc = subprocess.run(
+            [
+                *(sys.executable, "-c", SHORT_BUSY_TIMEOUT_CLI, "--database-url", url),
+                *("worker", "--app", "bench.workloads.app", "--queues", "default:1"),
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        release_write_lock(holder)
+    assert proc.returncode == 5, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert line == (
+        f"error: {url} stayed locked by another writer past the busy timeout (0.5 s): "
+        "database is locked"
+    ), proc.stderr
+    assert list_nodes(db, utcnow()) == []
+    db.dispose()

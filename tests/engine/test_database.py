@@ -17,15 +17,19 @@ from kickside_engine import (
     ConfigurationError,
     Database,
     DatabaseUnavailableError,
+    JobBuilder,
     PermissionDeniedError,
     connect_database,
+    enqueue,
     migrate,
     resolve_database_config,
 )
 from kickside_engine.config import default_sqlite_path
+from kickside_engine.store import engines
 from kickside_engine.store.driver_errors import translate_errors, unavailable_reason
 
 from ..conftest import PG_URL, Target, require_postgres
+from ..support.processes import hold_write_lock, release_write_lock
 
 
 def test_default_is_the_embedded_sqlite_file(
@@ -368,3 +372,29 @@ def test_execute_autocommit_refuses_an_async_engine(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="synchronous engine"):
         db.execute_autocommit("SELECT 1", {})
     engine.sync_engine.dispose()
+
+
+def test_a_sqlite_file_locked_past_the_busy_timeout_is_database_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holding the write lock longer than the busy timeout: the write fails
+    as an outage (exit code 5, retry), saying why in one line; once free, it succeeds."""
+    monkeypatch.setattr(engines, "SQLITE_BUSY_TIMEOUT_MS", 300)
+    path = tmp_path / "k.sqlite3"
+    db = connect_database(f"sqlite:///{path}")
+    migrate.upgrade(db)
+    holder = hold_write_lock(path)
+    try:
+        with pytest.raises(DatabaseUnavailableError) as caught:
+            enqueue(db, JobBuilder("noop", {}))
+    finally:
+        release_write_lock(holder)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message == (
+        f"sqlite:///{path} stayed locked by another writer past the busy timeout (0.3 s): "
+        "database is locked"
+    )
+    assert caught.value.exit_code == 5
+    enqueue(db, JobBuilder("noop", {}))  # the lock is free: the same call succeeds
+    db.dispose()

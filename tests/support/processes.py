@@ -76,3 +76,41 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: floa
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         return proc.wait(10)
+
+
+#: A process that takes a SQLite file's write lock, says so, and holds it until its standard
+#: input closes.
+_LOCK_HOLDER = (
+    "import sqlite3, sys\n"
+    "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "conn.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+    "conn.execute('ROLLBACK')\n"
+)
+
+
+def hold_write_lock(path: Path) -> subprocess.Popen[str]:
+    """Another process holding the SQLite file's write lock (``BEGIN IMMEDIATE``), until
+    :func:`release_write_lock`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "locked":
+        proc.kill()
+        proc.wait(30)
+        proc.stdout.close()
+        raise RuntimeError(f"the lock holder did not take {path}'s write lock")
+    return proc
+
+
+def release_write_lock(proc: subprocess.Popen[str]) -> None:
+    """End a :func:`hold_write_lock` process, releasing the lock."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    proc.wait(30)
+    proc.stdout.close()
