@@ -57,14 +57,17 @@ BROKEN_IN_EXECUTORS = textwrap.dedent(
 
 
 def _worker(
-    target: Target, *extra: str, path: Path | None = None
+    target: Target,
+    *extra: str,
+    path: Path | None = None,
+    launcher: tuple[str, ...] = ("-m", "kickside_tui.cli"),
 ) -> subprocess.CompletedProcess[str]:
+    """Run ``kickside worker`` to its end (``launcher``: how Python starts the CLI)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *([str(path)] if path else [])])}
     return subprocess.run(
         [
             sys.executable,
-            "-m",
-            "kickside_tui.cli",
+            *launcher,
             *target.cli_args(),
             "worker",
             "--queues",
@@ -184,16 +187,10 @@ def test_a_worker_started_on_a_sqlite_file_another_process_keeps_locked_exits_5(
     migrate.upgrade(db)
     holder = hold_write_lock(path)
     try:
-        proc = subprocess.run(
-            [
-                *(sys.executable, "-c", SHORT_BUSY_TIMEOUT_CLI, "--database-url", url),
-                *("worker", "--app", "bench.workloads.app", "--queues", "default:1"),
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=120,
+        proc = _worker(
+            Target("sqlite", url, None),
+            *("--app", "bench.workloads.app"),
+            launcher=("-c", SHORT_BUSY_TIMEOUT_CLI),
         )
     finally:
         release_write_lock(holder)
