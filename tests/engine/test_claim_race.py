@@ -4,7 +4,6 @@ every cron run fires exactly once, on both backends."""
 from __future__ import annotations
 
 import multiprocessing
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -24,14 +23,11 @@ JOBS = 400
 def test_four_processes_claim_every_job_exactly_once(db: Database, target: Target) -> None:
     enqueue_many(db, [JobBuilder("race", {"n": i}).queue("race") for i in range(JOBS)])
     ctx = multiprocessing.get_context("spawn")
-    start_at = time.time() + 4  # time for every interpreter to start
-    with ctx.Pool(PROCESSES) as pool:
+    with ctx.Manager() as manager, ctx.Pool(PROCESSES) as pool:
+        ready = manager.Barrier(PROCESSES)  # every interpreter up before the first claim
         counts = pool.starmap(
             claim_until_empty,
-            [
-                (target.url, target.schema, f"racer-{i}", 1 + i * 3, start_at)
-                for i in range(PROCESSES)
-            ],
+            [(target.url, target.schema, f"racer-{i}", 1 + i * 3, ready) for i in range(PROCESSES)],
         )
     assert sum(counts) == JOBS
     assert sum(1 for c in counts if c > 0) >= 2  # they really raced
@@ -54,11 +50,11 @@ def test_four_processes_ticking_cron_in_step_fire_each_run_exactly_once(
 ) -> None:
     first, every, ticks = datetime(2030, 3, 31, 0, 55, tzinfo=UTC), timedelta(seconds=15), 41
     ctx = multiprocessing.get_context("spawn")
-    start_at = time.time() + 4  # time for every interpreter to start
-    with ctx.Pool(PROCESSES) as pool:
+    with ctx.Manager() as manager, ctx.Pool(PROCESSES) as pool:
+        ready = manager.Barrier(PROCESSES)  # every interpreter up before the first tick
         won = pool.starmap(
             tick_in_step,
-            [(target.url, target.schema, first, ticks, every, start_at, 0.05)] * PROCESSES,
+            [(target.url, target.schema, first, ticks, every, ready, 0.05)] * PROCESSES,
         )
     runs = sorted(run for racer in won for run in racer)
     minute = [(first + timedelta(minutes=m)).isoformat() for m in range(11)]  # 00:55..01:05

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from threading import Barrier
 
 from kickside_engine import (
     JobState,
@@ -24,14 +25,14 @@ def race(args: dict[str, object], job: object) -> None:
     time.sleep(0.002)  # a little work, so the racers interleave
 
 
-def claim_until_empty(url: str, schema: str | None, node: str, batch: int, start_at: float) -> int:
+def claim_until_empty(url: str, schema: str | None, node: str, batch: int, ready: Barrier) -> int:
     """Claim and complete jobs until the queue is empty; returns how many this process ran.
 
-    Every racer waits for ``start_at`` (wall clock), so none drains the queue while the
+    Every racer waits at ``ready`` with its database open, so none drains the queue while the
     others are still starting their interpreters.
     """
     db = connect_database(url, schema=schema)
-    time.sleep(max(0.0, start_at - time.time()))
+    ready.wait(120)
     ran = 0
     idle_rounds = 0
     try:

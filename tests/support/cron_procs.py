@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
+from threading import Barrier
 
 from kickside_engine import JobBuilder, connect_database
 from kickside_engine.plugins.cron import Recurring, cron_tick
@@ -26,17 +27,20 @@ def tick_in_step(
     first: datetime,
     ticks: int,
     every: timedelta,
-    start_at: float,
+    ready: Barrier,
     pace: float,
 ) -> list[tuple[str, str]]:
-    """Tick like a node from ``first``, one tick every ``every`` of simulated time; tick ``i``
-    starts at wall time ``start_at + i * pace`` in every racer, so they contend for each run.
+    """Tick like a node from ``first``, one tick every ``every`` of simulated time. Every racer
+    waits at ``ready`` (its interpreter up, its database open), then tick ``i`` starts ``i *
+    pace`` after the wait ends in every racer, so they contend for each run.
 
     Returns the runs this process won, as ``(key, run_at ISO)``.
     """
     db = connect_database(url, schema=schema)
     won = []
     try:
+        ready.wait(120)
+        start_at = time.time()
         for i in range(ticks):
             time.sleep(max(0.0, start_at + i * pace - time.time()))
             won += [
