@@ -6,6 +6,10 @@ reference about 3 µs (the pickler imports the module of every global it names, 
 a claimed job took about 40 µs to pickle and 35 µs to unpickle. As tuples of plain values
 (instants as microseconds since the epoch, UUIDs as integers) a round trip costs a fraction of
 that. A job's error history (rarely more than a few entries) travels as objects.
+
+The jobs of one message share most of their instants (a claim stamps its batch with one time,
+an enqueue its rows with another), so a message's instants are made once each: encoding and
+decoding take an ``instants`` memo that lives as long as the message.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kickside_engine.ids import uuid_from_int
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.models import (
+    JOB_FIELDS,
     JOB_KINDS_BY_VALUE,
     JOB_STATES_BY_VALUE,
     ClaimedJob,
     Job,
-    job_from_values,
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -43,6 +48,28 @@ def unpack_instant(value: Any) -> Any:
     return value
 
 
+def _packed(value: datetime | None, memo: dict[Any, Any]) -> Any:
+    """:func:`pack_instant` through ``memo`` (equal instants are packed once). Only instants
+    in ``UTC`` itself go through it: an instant in another zone equals its UTC twin, and must
+    not come back as it."""
+    if value is None or value.tzinfo is not UTC:
+        return pack_instant(value)
+    packed = memo.get(value)
+    if packed is None:
+        packed = memo[value] = pack_instant(value)
+    return packed
+
+
+def _unpacked(value: Any, memo: dict[Any, Any]) -> Any:
+    """:func:`unpack_instant` through ``memo``: equal instants come back as one object."""
+    if type(value) is not int:
+        return value
+    made = memo.get(value)
+    if made is None:
+        made = memo[value] = _EPOCH + timedelta(0, 0, value)
+    return made
+
+
 def pack_uuid(value: uuid.UUID | None) -> int | None:
     """A UUID as its 128-bit integer."""
     return None if value is None else value.int
@@ -53,9 +80,10 @@ def unpack_uuid(value: int | None) -> uuid.UUID | None:
     return None if value is None else uuid.UUID(int=value)
 
 
-def encode_job(job: Job) -> tuple[Any, ...]:
-    """``job``'s fields, in order, in their wire form."""
+def encode_job(job: Job, instants: dict[Any, Any] | None = None) -> tuple[Any, ...]:
+    """``job``'s fields, in order, in their wire form (``instants``: the message's memo)."""
     j = job
+    m: dict[Any, Any] = {} if instants is None else instants
     return (
         j.id.int,
         j.kind.value,
@@ -80,51 +108,88 @@ def encode_job(job: Job) -> tuple[Any, ...]:
         j.demand_seq,
         j.lease_owner,
         pack_uuid(j.lease_token),
-        pack_instant(j.lease_expires_at),
+        _packed(j.lease_expires_at, m),
         j.rescue_count,
         j.max_execution_ms,
-        pack_instant(j.inserted_at),
-        pack_instant(j.scheduled_at),
-        pack_instant(j.attempted_at),
-        pack_instant(j.completed_at),
-        pack_instant(j.cancelled_at),
-        pack_instant(j.discarded_at),
-        pack_instant(j.finalized_at),
-        pack_instant(j.updated_at),
+        _packed(j.inserted_at, m),
+        _packed(j.scheduled_at, m),
+        _packed(j.attempted_at, m),
+        _packed(j.completed_at, m),
+        _packed(j.cancelled_at, m),
+        _packed(j.discarded_at, m),
+        _packed(j.finalized_at, m),
+        _packed(j.updated_at, m),
     )
 
 
-def decode_job(v: tuple[Any, ...]) -> Job:
-    """The inverse of :func:`encode_job`."""
-    values = (
-        uuid.UUID(int=v[0]),
-        JOB_KINDS_BY_VALUE[v[1]],
-        JOB_STATES_BY_VALUE[v[2]],
-        *v[3:22],
-        unpack_uuid(v[22]),
-        unpack_instant(v[23]),
-        v[24],
-        v[25],
-        *[unpack_instant(x) for x in v[26:34]],
-        None,  # a claimed job's earlier result does not travel to its executor
-        None,  # nor its progress (a claim cleared it)
+_new = object.__new__
+
+
+def decode_job(v: tuple[Any, ...], instants: dict[Any, Any] | None = None) -> Job:
+    """The inverse of :func:`encode_job` (``instants``: the message's memo).
+
+    Built as unpickling builds it, without the frozen dataclass's ``__init__`` (see
+    :func:`~kickside_engine.models.job_from_values`).
+    """
+    m: dict[Any, Any] = {} if instants is None else instants
+    job: Job = _new(Job)
+    job.__dict__.update(
+        zip(
+            JOB_FIELDS,
+            (
+                uuid_from_int(v[0]),
+                JOB_KINDS_BY_VALUE[v[1]],
+                JOB_STATES_BY_VALUE[v[2]],
+                *v[3:22],
+                None if v[22] is None else uuid_from_int(v[22]),
+                _unpacked(v[23], m),
+                v[24],
+                v[25],
+                _unpacked(v[26], m),
+                _unpacked(v[27], m),
+                _unpacked(v[28], m),
+                _unpacked(v[29], m),
+                _unpacked(v[30], m),
+                _unpacked(v[31], m),
+                _unpacked(v[32], m),
+                _unpacked(v[33], m),
+                None,  # a claimed job's earlier result does not travel to its executor
+                None,  # nor its progress (a claim cleared it)
+            ),
+            strict=True,
+        )
     )
-    return job_from_values(values)
+    return job
 
 
-def encode_claimed(claimed: ClaimedJob) -> tuple[Any, ...]:
-    """A claimed job as the supervisor sends it to an executor."""
+def encode_claimed(claimed: ClaimedJob, instants: dict[Any, Any] | None = None) -> tuple[Any, ...]:
+    """A claimed job as the supervisor sends it to an executor (``instants``: the memo of
+    the message it travels in, shared by its jobs)."""
+    m: dict[Any, Any] = {} if instants is None else instants
     return (
-        encode_job(claimed.job),
+        encode_job(claimed.job, m),
         claimed.node,
         claimed.lease_token.int,
-        pack_instant(claimed.lease_expires_at),
+        _packed(claimed.lease_expires_at, m),
     )
 
 
-def decode_claimed(v: tuple[Any, ...]) -> ClaimedJob:
-    """The inverse of :func:`encode_claimed`."""
-    return ClaimedJob(decode_job(v[0]), v[1], uuid.UUID(int=v[2]), unpack_instant(v[3]))
+def decode_claimed(v: tuple[Any, ...], instants: dict[Any, Any] | None = None) -> ClaimedJob:
+    """The inverse of :func:`encode_claimed` (``instants``: the message's memo)."""
+    m: dict[Any, Any] = {} if instants is None else instants
+    job = decode_job(v[0], m)
+    token = job.lease_token
+    if token is None or token.int != v[2]:
+        token = uuid_from_int(v[2])
+    claimed: ClaimedJob = _new(ClaimedJob)
+    claimed.__dict__.update(
+        job=job,
+        node=v[1],
+        lease_token=token,
+        lease_expires_at=_unpacked(v[3], m),
+        attempt=job.attempt,
+    )
+    return claimed
 
 
 def encode_result(result: ExecutionResult) -> tuple[Any, ...]:

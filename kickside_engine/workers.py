@@ -37,6 +37,7 @@ the same way; :attr:`WorkerSpec.is_async` says so, and the pool runs it on an as
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -133,9 +134,11 @@ class WorkerSpec:
         if self.timeout.total_seconds() <= 0:
             raise InvalidArgumentError(f"timeout must be positive, got {self.timeout}")
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
-        """Whether ``perform`` is an ``async def`` (it then runs on an async executor)."""
+        """Whether ``perform`` is an ``async def`` (it then runs on an async executor).
+
+        Asked at every execution: worked out once (``perform`` never changes)."""
         return inspect.iscoroutinefunction(self.perform)
 
     def new(self, args: Any = None) -> JobBuilder:

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import threading
 from multiprocessing.connection import Connection
+from typing import Any
 
 from kickside_engine.clock import utcnow
 from kickside_engine.execution import execute_async
@@ -65,8 +66,9 @@ class _Server:
             return
         kind = message[0]
         if kind == "runs":
+            instants: dict[Any, Any] = {}  # shared by the message's jobs (see wire)
             for encoded in message[1]:
-                self.start(decode_claimed(encoded))
+                self.start(decode_claimed(encoded, instants))
         elif kind == "cancel":
             task = self.tasks.get(message[1])
             if task is not None:

@@ -128,7 +128,8 @@ class _Batch:
         """Take a message from the supervisor in."""
         kind = message[0]
         if kind == "runs":
-            self.jobs.extend(decode_claimed(encoded) for encoded in message[1])
+            instants: dict[Any, Any] = {}  # shared by the message's jobs (see wire)
+            self.jobs.extend(decode_claimed(encoded, instants) for encoded in message[1])
         elif kind == "drop":
             self.dropped.update(message[1])
         elif kind == "stop":
@@ -345,7 +346,8 @@ class Executor:
 
     def dispatch(self, jobs: list[ClaimedJob]) -> None:
         """Send it ``jobs`` (a process executor runs them one after another)."""
-        send(self.conn, ("runs", [encode_claimed(claimed) for claimed in jobs]))
+        instants: dict[Any, Any] = {}  # shared by the message's jobs (see wire)
+        send(self.conn, ("runs", [encode_claimed(claimed, instants) for claimed in jobs]))
 
     def drop(self, tokens: list[int]) -> None:
         """Ask a process executor not to start these jobs of its batch (those it has started

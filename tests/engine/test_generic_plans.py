@@ -334,7 +334,7 @@ def test_a_turn_joins_its_settle_batch_once_not_once_per_job(
 
 
 _PLAN_MODES = ("force_custom_plan", "force_generic_plan")
-_BATCH_COLUMN = re.compile(r"\bv(?:_\d+)?\.(?:_id|r_token)\b")
+_BATCH_COLUMN = re.compile(r"\bv(?:_\d+)?\.(?:_id|_token)\b")
 
 
 def _batch_joined_per_row(plan: str) -> bool:

@@ -134,3 +134,30 @@ def test_instants_are_exact_to_the_microsecond_and_only_utc_ones_are_packed() ->
     for at in (elsewhere, naive, None):
         assert pack_instant(at) is at  # travels as the object it is
         assert unpack_instant(at) is at
+
+
+def test_jobs_of_one_message_share_its_instants_and_each_keeps_its_own(db: Database) -> None:
+    """A message's jobs are encoded and decoded through one memo of instants: equal instants
+    are made once, yet every job comes back with its own values, and an instant in another
+    zone that equals a UTC one keeps its zone."""
+    job = _claimed(db).job
+    at = datetime(2026, 12, 7, 6, 0, 0, 5, tzinfo=UTC)
+    same_instant_elsewhere = at.astimezone(timezone(timedelta(hours=2)))
+    jobs = [
+        dataclasses.replace(job, id=uuid.uuid4(), attempted_at=at, updated_at=at),
+        dataclasses.replace(
+            job, id=uuid.uuid4(), attempted_at=same_instant_elsewhere, updated_at=at
+        ),
+        dataclasses.replace(job, id=uuid.uuid4(), attempted_at=at + timedelta(microseconds=1)),
+    ]
+    sent = [
+        encode_claimed(ClaimedJob(j, "node-1", uuid.uuid4(), at), memo)
+        for memo in [{}]
+        for j in jobs
+    ]
+    memo: dict[object, object] = {}
+    back = [decode_claimed(v, memo) for v in _through_the_pipe(sent)]  # type: ignore[attr-defined]
+    for got, want in zip(back, jobs, strict=True):
+        _assert_identical(got.job, want)
+    assert back[1].job.attempted_at.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
+    assert back[0].job.updated_at is back[1].job.updated_at  # made once for the message
