@@ -13,7 +13,7 @@ from typing import Any
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, MAX_DELAY, Backoff
 from kickside_engine.finality import final_values_of
-from kickside_engine.models import ClaimedJob, JobKind, JobState, RunOutcome
+from kickside_engine.models import ClaimedJob, JobKind, JobState, RunOutcome, assemble
 from kickside_engine.redact import declared_sensitive_keys, redact_text, truncate
 from kickside_engine.store.jobs import AvailableIfWoken
 from kickside_engine.store.settle import Settlement
@@ -139,7 +139,8 @@ def settlement_for(
         # The attempt's last report, written with its outcome; only then, so that a settlement
         # without one keeps the common batch shape and the progress written earlier.
         values["progress"] = result.progress
-    return Settlement(
+    return assemble(  # Settlement(...), as the pool makes one for every job it runs
+        Settlement,
         job_id=job.id,
         node=claimed.node,
         lease_token=claimed.lease_token,
@@ -148,6 +149,7 @@ def settlement_for(
         run_error=error if run_outcome is not RunOutcome.COMPLETED else None,
         finished_at=now,
         duration_ms=result.duration_ms,
+        extra={},
         slot=job.kind is JobKind.SLOT,
         workflow=WORKFLOW_META in job.meta,
     )

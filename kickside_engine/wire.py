@@ -26,6 +26,8 @@ from kickside_engine.models import (
     JOB_STATES_BY_VALUE,
     ClaimedJob,
     Job,
+    assemble,
+    claimed_job,
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -181,15 +183,7 @@ def decode_claimed(v: tuple[Any, ...], instants: dict[Any, Any] | None = None) -
     token = job.lease_token
     if token is None or token.int != v[2]:
         token = uuid_from_int(v[2])
-    claimed: ClaimedJob = _new(ClaimedJob)
-    claimed.__dict__.update(
-        job=job,
-        node=v[1],
-        lease_token=token,
-        lease_expires_at=_unpacked(v[3], m),
-        attempt=job.attempt,
-    )
-    return claimed
+    return claimed_job(job, v[1], token, _unpacked(v[3], m))
 
 
 def encode_result(result: ExecutionResult) -> tuple[Any, ...]:
@@ -211,4 +205,16 @@ def encode_result(result: ExecutionResult) -> tuple[Any, ...]:
 
 def decode_result(v: tuple[Any, ...]) -> ExecutionResult:
     """The inverse of :func:`encode_result`."""
-    return ExecutionResult(_RESULT_KINDS[v[0]], unpack_instant(v[1]), *v[2:])
+    return assemble(
+        ExecutionResult,
+        kind=_RESULT_KINDS[v[0]],
+        finished_at=unpack_instant(v[1]),
+        duration_ms=v[2],
+        error=v[3],
+        snooze=v[4],
+        retry_after_ms=v[5],
+        demand_satisfied=v[6],
+        park=v[7],
+        result=v[8],
+        progress=v[9],
+    )

@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, update
 
-from kickside_engine.models import ClaimedJob
+from kickside_engine.models import ClaimedJob, claimed_job
 from kickside_engine.store.claim_statement import (
     claim_and_settle_statement,
     claim_statement,
@@ -163,15 +163,15 @@ def claim_jobs(
         jobs = [job_from_driver_row(r) for r in rows]
     elif job_ids is None and runs_on_sqlite3(conn):
         decode = sqlite_job_decoder(db.tables, conn.dialect)
-        jobs = [
-            decode(r) for r in fetch_rows(conn, driver_statement_sqlite(stmt, conn.dialect), params)
-        ]
+        instants: dict[Any, Any] = {}  # the claimed rows share their instants
+        rows = fetch_rows(conn, driver_statement_sqlite(stmt, conn.dialect), params)
+        jobs = [decode(r, instants) for r in rows]
     else:
         jobs = [job_from_row(r) for r in conn.execute(stmt, params)]
     if not jobs:
         return []
     claimed = [
-        ClaimedJob(job=j, node=node, lease_token=j.lease_token, lease_expires_at=expires)  # type: ignore[arg-type]
+        claimed_job(j, node, j.lease_token, expires)  # type: ignore[arg-type]
         for j in jobs
     ]
     # The id as its integer: comparing UUID objects runs Python code for every comparison.

@@ -21,7 +21,7 @@ from kickside_engine.models import (
     RunOutcome,
     job_from_values,
 )
-from kickside_engine.store.sqlite_driver import row_converters
+from kickside_engine.store.sqlite_driver import instant_from_text, row_converters
 
 
 def job_from_row(row: Row[Any] | Any) -> Job:
@@ -86,18 +86,32 @@ def job_from_driver_row(values: Sequence[Any]) -> Job:
 
 
 @lru_cache(maxsize=16)
-def sqlite_job_decoder(tables: Any, dialect: Any) -> Callable[[Sequence[Any]], Job]:
+def sqlite_job_decoder(tables: Any, dialect: Any) -> Callable[..., Job]:
     """A :class:`Job` from a SQLite row of every ``kickside_job`` column in table order, as
     sqlite3 gives it (ids as hex, instants as text, JSON as text), converted as the columns'
-    types would convert it (:mod:`~kickside_engine.store.sqlite_driver`)."""
-    converters = list(enumerate(row_converters(list(tables.job.columns), dialect)))
-    converted = [(i, c) for i, c in converters if c is not None]
+    types would convert it (:mod:`~kickside_engine.store.sqlite_driver`).
 
-    def decode(values: Sequence[Any]) -> Job:
+    ``decode(values, instants)``: ``instants`` is a memo of the instants read so far, which
+    the rows of one claim share (it stamps them with one time; an enqueue stamped them with
+    another), so each is parsed once.
+    """
+    converters = list(enumerate(row_converters(list(tables.job.columns), dialect)))
+    instant_columns = [i for i, c in converters if c is instant_from_text]
+    converted = [(i, c) for i, c in converters if c is not None and c is not instant_from_text]
+
+    def decode(values: Sequence[Any], instants: dict[Any, Any] | None = None) -> Job:
+        memo: dict[Any, Any] = {} if instants is None else instants
         v = list(values)
         for i, convert in converted:
             if v[i] is not None:
                 v[i] = convert(v[i])
+        for i in instant_columns:
+            text = v[i]
+            if text is not None:
+                made = memo.get(text)
+                if made is None:
+                    made = memo[text] = instant_from_text(text)
+                v[i] = made
         v[_KIND] = JOB_KINDS_BY_VALUE[v[_KIND]]
         v[_STATE] = JOB_STATES_BY_VALUE[v[_STATE]]
         v[_ERRORS] = [_error(e) for e in v[_ERRORS]]

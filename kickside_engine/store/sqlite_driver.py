@@ -167,7 +167,7 @@ def result_converter(type_: Any, dialect: Dialect) -> Converter | None:
     """What ``type_``'s result processor does to a stored value that is not None, as one
     call."""
     if isinstance(type_, UTCDateTime):
-        return _instant_from_text
+        return instant_from_text
     if isinstance(type_, Uuid) and type_.as_uuid:
         return _uuid_from_text
     process = type_.dialect_impl(dialect).result_processor(dialect, None)
@@ -176,7 +176,8 @@ def result_converter(type_: Any, dialect: Dialect) -> Converter | None:
     return process  # type: ignore[no-any-return]
 
 
-def _instant_from_text(value: Any) -> datetime:
+def instant_from_text(value: Any) -> datetime:
+    """An instant as SQLite stores it (naive UTC text), aware in UTC."""
     if isinstance(value, str):
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     return UTCDateTime().process_result_value(value, NAMED_SQLITE)  # type: ignore[return-value]

@@ -13,7 +13,7 @@ import pytest
 from kickside_engine import Database, JobBuilder
 from kickside_engine.api import claim
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
-from kickside_engine.models import ClaimedJob, JobError, JobKind, JobState
+from kickside_engine.models import ClaimedJob, JobError, JobKind, JobState, assemble
 from kickside_engine.wire import (
     decode_claimed,
     decode_result,
@@ -161,3 +161,26 @@ def test_jobs_of_one_message_share_its_instants_and_each_keeps_its_own(db: Datab
         _assert_identical(got.job, want)
     assert back[1].job.attempted_at.utcoffset() == timedelta(hours=2)  # type: ignore[union-attr]
     assert back[0].job.updated_at is back[1].job.updated_at  # made once for the message
+
+
+def test_assemble_makes_what_the_constructor_makes_and_refuses_a_missing_field() -> None:
+    at = datetime(2026, 12, 7, tzinfo=UTC)
+    built = ExecutionResult(ResultKind.ERROR, at, 3, error="boom", retry_after_ms=1.5)
+    assembled = assemble(
+        ExecutionResult,
+        kind=ResultKind.ERROR,
+        finished_at=at,
+        duration_ms=3,
+        error="boom",
+        snooze=None,
+        retry_after_ms=1.5,
+        demand_satisfied=False,
+        park=False,
+        result=None,
+        progress=None,
+    )
+    assert assembled == built and hash(assembled) == hash(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        assembled.error = "changed"  # type: ignore[misc]
+    with pytest.raises(AssertionError):
+        assemble(ExecutionResult, kind=ResultKind.DONE, finished_at=at, duration_ms=0)
