@@ -4,12 +4,30 @@ started with ``AsyncClient.start([(queue, max_workers)])`` running ``async def``
 
 awa keeps its tables in a schema of its own named ``awa`` (fixed: its SQL names it), not in
 the run's schema. The peer therefore refuses to run when ``awa`` already exists in the
-database (someone's real awa), migrates it, and drops it when it closes. Jobs are never deleted
-between runs. awa 0.6.9 keeps jobs in more than one storage (a batch insert by COPY lands
-in its ring-slot queue storage, a small one in ``awa.jobs_hot``) and a finished job leaves its
-``awa.jobs`` view, so the peer counts the jobs it enqueued since :meth:`AwaPeer.reset` less
-those the view still lists unfinished: a job counts as done once awa no longer lists it as
-waiting or running.
+database (someone's real awa), migrates it, and drops it when it closes.
+
+Counting completions. The first worker to start on the fresh install switches awa 0.6.9 to
+its queue storage engine (``awa.storage_auto_finalize_if_fresh``): jobs live in rotating ring
+partitions, a successful short job is recorded in a compact ``receipt_completion_batches`` row
+(one row per batch of completions, ``completed_count`` jobs), any other completion in a
+``done_entries`` row, and awa's maintenance prunes a sealed slot (about every second, 16 slots)
+by adding its completed jobs to ``queue_terminal_rollups.pruned_completed_count`` in the
+transaction that truncates it. The sum of the four (rollups, plus retained batches, less their
+tombstones, plus retained completed ``done_entries``) is the exact count of completed jobs in a
+queue, from the parts awa's own exact counts read and its prune folds, and it only grows
+(awa's prune also folds a cancelled ``done_entries`` row into that rollup; the benchmark cancels
+nothing): :meth:`AwaPeer.completed` is that sum less its value at :meth:`AwaPeer.reset`, read in
+one statement, a few small aggregates a poll (about 1 ms).
+
+Not the ``awa.jobs`` view: it is a set-returning PL/pgSQL function (``awa.jobs_compat()``) that
+builds every retained job's row, history included, so each 50 ms poll of a drain held the
+server's CPU (the drain never finished); and it never lists a job claimed by a receipt and still
+running, so "enqueued less listed unfinished" counted running jobs as done.
+
+awa's jobs are not deleted between runs (its worker runs on while the harness resets, and awa
+prunes its own history); the count is scoped by the baseline: a reset comes after the previous
+run's jobs have all finished (a drain waits for every completion, and a worker is stopped
+through ``shutdown``, which waits for running jobs), so every completion after it is the run's.
 The workers' defaults are awa's (poll interval 200 ms, LISTEN/NOTIFY wake-ups). SIGTERM stops
 the worker through ``AsyncClient.shutdown``, which waits for running jobs.
 """
@@ -24,12 +42,28 @@ from importlib import metadata
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from bench.peers import protocol
 
 MODULE = "bench.peers.awa_peer"
 QUEUE = "default"
 AWA_SCHEMA = "awa"
+#: awa's exact count of completed jobs in a queue, from its queue storage's tables (``{qs}``,
+#: the schema ``awa.active_queue_storage_schema()`` names): completions pruned with their ring
+#: slot, plus those in retained compact receipt batches less the batch entries tombstoned (a
+#: completed job deleted), plus retained completed ``done_entries`` rows. One statement: its
+#: partitions are locked before its snapshot is taken, so a prune (rollup added and slot
+#: truncated in one transaction) is seen whole or not at all.
+COMPLETED = """
+SELECT
+    (SELECT COALESCE(sum(pruned_completed_count), 0)::bigint
+       FROM {qs}.queue_terminal_rollups WHERE queue = %(queue)s)
+  + (SELECT COALESCE(sum(completed_count), 0)::bigint
+       FROM {qs}.receipt_completion_batches WHERE queue = %(queue)s)
+  - (SELECT count(*) FROM {qs}.receipt_completion_tombstones WHERE queue = %(queue)s)
+  + (SELECT count(*) FROM {qs}.done_entries WHERE queue = %(queue)s AND state = 'completed')
+"""
 
 
 @dataclasses.dataclass
@@ -97,29 +131,44 @@ class AwaPeer:
         self.loop = asyncio.new_event_loop()
         self.client = awa.AsyncClient(conninfo)
         self.loop.run_until_complete(self.client.migrate())
-        self.enqueued = 0
+        self.count_statement: sql.Composed | None = None
+        self.baseline = 0
+
+    def _completed_total(self) -> int | None:
+        """Every job of :data:`QUEUE` awa ever completed (``None`` before its queue storage
+        engine is active: the first worker to start switches it on)."""
+        if self.count_statement is None:
+            row = self.conn.execute("SELECT awa.active_queue_storage_schema()").fetchone()
+            if row is None or row[0] is None:
+                return None
+            self.count_statement = sql.SQL(COMPLETED).format(qs=sql.Identifier(row[0]))
+        found = self.conn.execute(self.count_statement, {"queue": QUEUE}).fetchone()
+        return int(found[0]) if found else 0
 
     def reset(self) -> None:
-        self.enqueued = 0
+        """Start the count of completions from zero (awa's jobs stay: see the module's doc)."""
+        self.baseline = self._completed_total() or 0
 
     def bulk_enqueue(self, n: int, task: str = "noop", args: dict[str, Any] | None = None) -> None:
         jobs = [ARGS[task](**(args or {})) for _ in range(n)]
         self.loop.run_until_complete(self.client.insert_many_copy(jobs, queue=QUEUE))
-        self.enqueued += n
 
     def backend_pid(self) -> int:
         return int(self.conn.info.backend_pid)
 
     def enqueue_one(self, task: str, args: dict[str, Any]) -> str:
         job = self.loop.run_until_complete(self.client.insert(ARGS[task](**args), queue=QUEUE))
-        self.enqueued += 1
         return str(job.id)
 
     def completed(self) -> int:
-        row = self.conn.execute(
-            "SELECT count(*) FROM awa.jobs WHERE state::text <> 'completed'"
-        ).fetchone()
-        return self.enqueued - (int(row[0]) if row else 0)
+        """Jobs completed since :meth:`reset`, by awa's own exact count (see the module's doc)."""
+        total = self._completed_total()
+        if total is None:
+            raise RuntimeError(
+                "awa's queue storage engine is not active (no awa worker has started on this "
+                "install): the peer counts completions from its tables only"
+            )
+        return total - self.baseline
 
     def close(self) -> None:
         self.loop.run_until_complete(self.client.close())
