@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import JSON, Connection, Dialect, Uuid
 from sqlalchemy.dialects import sqlite
 
+from kickside_engine.ids import uuid_from_int
 from kickside_engine.store.driver_errors import connection_error
 from kickside_engine.store.driver_rows import fetch_driver_rows
 from kickside_engine.store.types import UTCDateTime, as_utc
@@ -184,6 +185,9 @@ def instant_from_text(value: Any) -> datetime:
 
 
 def _uuid_from_text(value: Any) -> uuid.UUID:
+    """An id as SQLite stores it (32 hex digits) as a UUID; any other form through ``UUID``."""
+    if type(value) is str and len(value) == 32:
+        return uuid_from_int(int(value, 16))  # what UUID(value) does, without its checks
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
