@@ -203,6 +203,16 @@ def _respecting_purges(
 
 def _fenced_update(db: Database, s: Settlement) -> tuple[Any, dict[str, Any]]:
     """The cached fenced job update for this settlement's shape, and its parameters."""
+    plain = _plain_shapes.get((db.tables, tuple(s.values)))
+    if plain is not None:
+        for value in s.values.values():
+            if isinstance(value, _COMPUTED_IN_SQL):
+                break
+        else:  # every value bound as it is: the usual settlement, made for every job run
+            stmt, names = plain
+            params = dict(zip(names, s.values.values(), strict=True))
+            params.update(_id=s.job_id, _node=s.node, _token=s.lease_token)
+            return stmt, params
     values = column_values(db, s.values)
     bound = {k: v for k, v in values.items() if not isinstance(v, ClauseElement)}
     exprs = {k: v for k, v in values.items() if isinstance(v, ClauseElement)}
@@ -221,6 +231,9 @@ def _fenced_update(db: Database, s: Settlement) -> tuple[Any, dict[str, Any]]:
         stmt = _settle_statements[shape] = _settle_statement(db, shape[1], exprs)
         if exprs:
             _computing_statements.add(stmt)
+    if not exprs and len(bound) == len(s.values):
+        names = tuple(f"v_{k}" for k in s.values)
+        _plain_shapes.setdefault((db.tables, tuple(s.values)), (stmt, names))
     params = {
         "_id": s.job_id,
         "_node": s.node,
@@ -243,6 +256,9 @@ def _run_params(s: Settlement) -> dict[str, Any]:
 _settle_statements: dict[tuple[Any, ...], Any] = {}
 #: The statements among them that compute values in SQL (a batch document cannot carry those).
 _computing_statements: set[Any] = set()
+#: The shapes whose values are all bound as they are, by their tables and keys in order: their
+#: statement and the parameter names of their values (a settlement's parameters in one step).
+_plain_shapes: dict[tuple[Any, tuple[str, ...]], tuple[Any, tuple[str, ...]]] = {}
 
 
 def _settle_statement(db: Database, bound_keys: tuple[str, ...], exprs: dict[str, Any]) -> Any:
