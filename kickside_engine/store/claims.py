@@ -79,11 +79,13 @@ def open_turn_connection(db: Database) -> Connection:
 
     It loads JSON with :func:`~kickside_engine.store.driver_json.load_json` (what
     ``json.loads`` gives, faster); the loader stays with the connection once it is back in
-    the engine's pool, harmlessly.
+    the engine's pool, harmlessly. Its session's time zone is UTC, so that psycopg loads
+    instants in :data:`datetime.UTC` itself, which the claimed rows keep as they are
+    (in a server's named zone, even ``Etc/UTC``, each instant was converted again).
     """
     conn = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
     try:
-        conn.exec_driver_sql("SET enable_seqscan = off")
+        conn.exec_driver_sql("SET enable_seqscan = off; SET TimeZone = 'UTC'")
         use_fast_json(conn.connection.driver_connection)
     except BaseException:
         conn.invalidate()
@@ -94,9 +96,9 @@ def open_turn_connection(db: Database) -> Connection:
 
 def close_turn_connection(conn: Connection) -> None:
     """Give a connection from :func:`open_turn_connection` back to the engine's pool with its
-    planner setting undone (or discard it, when that fails)."""
+    session settings undone (or discard it, when that fails)."""
     try:
-        conn.exec_driver_sql("RESET enable_seqscan")
+        conn.exec_driver_sql("RESET enable_seqscan; RESET TimeZone")
     except Exception:
         with contextlib.suppress(Exception):
             conn.invalidate()

@@ -79,8 +79,9 @@ def job_from_driver_row(values: Sequence[Any]) -> Job:
     v[_KIND] = JOB_KINDS_BY_VALUE[v[_KIND]]
     v[_STATE] = JOB_STATES_BY_VALUE[v[_STATE]]
     for i in _INSTANTS:
-        if v[i] is not None:
-            v[i] = v[i].astimezone(UTC)  # psycopg gives the session's time zone
+        at = v[i]
+        if at is not None and at.tzinfo is not UTC:
+            v[i] = at.astimezone(UTC)  # psycopg gives the session's time zone
     v[_ERRORS] = [_error(e) for e in v[_ERRORS]]
     return job_from_values(v)
 

@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import psycopg
@@ -271,10 +271,15 @@ def test_a_pool_turn_reads_through_indexes_when_its_plan_was_made_on_empty_table
     if not db.is_postgresql:
         pytest.skip("turn connections and generic plans are PostgreSQL's")
     enqueue_many(db, [JobBuilder("noop", {"i": i}) for i in range(40)])
+    with db.engine.connect() as conn:
+        server_zone = conn.exec_driver_sql("SHOW TimeZone").scalar()
     turn = open_turn_connection(db)
     try:
         now = utcnow()
         claimed = claim_jobs(db, turn, queue="default", node=NODE, limit=10, now=now)
+        # Instants load in UTC itself on a turn (none converted again), and claims keep them.
+        assert turn.exec_driver_sql("SHOW TimeZone").scalar() == "UTC"
+        assert all(c.job.attempted_at.tzinfo is UTC for c in claimed)  # type: ignore[union-attr]
         done = ExecutionResult(ResultKind.DONE, utcnow(), 1)
         inline = unnest_settle(db, [settlement_for(c, done) for c in claimed])
         assert inline is not None
@@ -286,8 +291,9 @@ def test_a_pool_turn_reads_through_indexes_when_its_plan_was_made_on_empty_table
         close_turn_connection(turn)
     assert "kickside_job_run" in plan and "Update on kickside_job_run" in plan
     assert "Seq Scan" not in plan, plan
-    with db.engine.connect() as conn:  # the setting does not leak into the engine's pool
+    with db.engine.connect() as conn:  # the settings do not leak into the engine's pool
         assert conn.exec_driver_sql("SHOW enable_seqscan").scalar() == "on"
+        assert conn.exec_driver_sql("SHOW TimeZone").scalar() == server_zone
 
 
 def test_a_turn_joins_its_settle_batch_once_not_once_per_job(
