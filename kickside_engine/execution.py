@@ -18,7 +18,7 @@ from typing import Any
 
 from kickside_engine.clock import utcnow
 from kickside_engine.errors import ArgsDecodeError
-from kickside_engine.lifecycle import ExecutionResult, ResultKind
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, done_result
 from kickside_engine.models import ClaimedJob, Job
 from kickside_engine.outcomes import (
     Cancel,
@@ -75,7 +75,7 @@ def outcome_result(value: Any, started: float) -> ExecutionResult:
     now = utcnow()
     ms = _elapsed_ms(started)
     if value is None:
-        return ExecutionResult(ResultKind.DONE, now, ms)
+        return done_result(now, ms)
     if isinstance(value, Done):
         stored = value.result
         if stored is not None:

@@ -58,6 +58,25 @@ class ExecutionResult:
     progress: Any = None
 
 
+def done_result(finished_at: datetime, duration_ms: int) -> ExecutionResult:
+    """``ExecutionResult(ResultKind.DONE, finished_at, duration_ms)``: a job that returned
+    nothing, the result made most often (assembled, see
+    :func:`~kickside_engine.models.assemble`)."""
+    return assemble(
+        ExecutionResult,
+        kind=ResultKind.DONE,
+        finished_at=finished_at,
+        duration_ms=duration_ms,
+        error=None,
+        snooze=None,
+        retry_after_ms=None,
+        demand_satisfied=False,
+        park=False,
+        result=None,
+        progress=None,
+    )
+
+
 def clean_error(text: str, sensitive_keys: Iterable[str] = ()) -> str:
     """Redact (with the job's declared ``sensitive_keys`` too: an error often quotes the
     args), then cap an error message at 4 KB (keeping its start)."""

@@ -12,7 +12,7 @@ import pytest
 
 from kickside_engine import Database, JobBuilder
 from kickside_engine.api import claim
-from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
+from kickside_engine.lifecycle import ExecutionResult, ResultKind, done_result, settlement_for
 from kickside_engine.models import ClaimedJob, JobError, JobKind, JobState
 from kickside_engine.wire import (
     decode_claimed,
@@ -181,8 +181,10 @@ def test_every_record_the_pool_assembles_has_every_field_of_its_class(db: Databa
         claimed,
         decode_claimed(encode_claimed(claimed)),
         decode_result(encode_result(done)),
+        done_result(done.finished_at, 1),
         settlement_for(claimed, done),
     ]
+    assert done_result(done.finished_at, 1) == done
     for record in made:
         names = {f.name for f in dataclasses.fields(record)}  # type: ignore[arg-type]
         assert set(vars(record)) == names, type(record).__name__
