@@ -21,13 +21,13 @@ from typing import Any
 from kickside_engine.ids import uuid_from_int
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.models import (
-    JOB_FIELDS,
     JOB_KINDS_BY_VALUE,
     JOB_STATES_BY_VALUE,
     ClaimedJob,
     Job,
     assemble,
     claimed_job,
+    job_from_values,
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -124,44 +124,31 @@ def encode_job(job: Job, instants: dict[Any, Any] | None = None) -> tuple[Any, .
     )
 
 
-_new = object.__new__
-
-
 def decode_job(v: tuple[Any, ...], instants: dict[Any, Any] | None = None) -> Job:
-    """The inverse of :func:`encode_job` (``instants``: the message's memo).
-
-    Built as unpickling builds it, without the frozen dataclass's ``__init__`` (see
-    :func:`~kickside_engine.models.job_from_values`).
-    """
+    """The inverse of :func:`encode_job` (``instants``: the message's memo)."""
     m: dict[Any, Any] = {} if instants is None else instants
-    job: Job = _new(Job)
-    job.__dict__.update(
-        zip(
-            JOB_FIELDS,
-            (
-                uuid_from_int(v[0]),
-                JOB_KINDS_BY_VALUE[v[1]],
-                JOB_STATES_BY_VALUE[v[2]],
-                *v[3:22],
-                None if v[22] is None else uuid_from_int(v[22]),
-                _unpacked(v[23], m),
-                v[24],
-                v[25],
-                _unpacked(v[26], m),
-                _unpacked(v[27], m),
-                _unpacked(v[28], m),
-                _unpacked(v[29], m),
-                _unpacked(v[30], m),
-                _unpacked(v[31], m),
-                _unpacked(v[32], m),
-                _unpacked(v[33], m),
-                None,  # a claimed job's earlier result does not travel to its executor
-                None,  # nor its progress (a claim cleared it)
-            ),
-            strict=True,
+    return job_from_values(
+        (
+            uuid_from_int(v[0]),
+            JOB_KINDS_BY_VALUE[v[1]],
+            JOB_STATES_BY_VALUE[v[2]],
+            *v[3:22],
+            None if v[22] is None else uuid_from_int(v[22]),
+            _unpacked(v[23], m),
+            v[24],
+            v[25],
+            _unpacked(v[26], m),
+            _unpacked(v[27], m),
+            _unpacked(v[28], m),
+            _unpacked(v[29], m),
+            _unpacked(v[30], m),
+            _unpacked(v[31], m),
+            _unpacked(v[32], m),
+            _unpacked(v[33], m),
+            None,  # a claimed job's earlier result does not travel to its executor
+            None,  # nor its progress (a claim cleared it)
         )
     )
-    return job
 
 
 def encode_claimed(claimed: ClaimedJob, instants: dict[Any, Any] | None = None) -> tuple[Any, ...]:
