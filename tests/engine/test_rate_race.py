@@ -9,7 +9,7 @@ any key more than the key's rate; and the limits must have been reached, so the 
 
 from __future__ import annotations
 
-import time
+import multiprocessing
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -43,10 +43,11 @@ def enqueue_jobs(db: Database, count: int, keys: int) -> list[str]:
 
 
 def race(procs: Any, target: Target, job_ids: list[str]) -> None:
-    start_at = time.time() + 2.0  # every racer's interpreter is up before the first claim
-    ran = procs.starmap(
-        claim_procs.claim_rated, racing.racer_args(target, QUEUE, job_ids, PROCESSES, start_at)
-    )
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        ready = manager.Barrier(PROCESSES)  # every racer's database open before the first claim
+        ran = procs.starmap(
+            claim_procs.claim_rated, racing.racer_args(target, QUEUE, job_ids, PROCESSES, ready)
+        )
     assert sum(ran) == len(job_ids)  # each job ran exactly once
     assert sum(1 for n in ran if n) > 1  # several processes took part
 

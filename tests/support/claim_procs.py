@@ -56,17 +56,18 @@ def claim_rated(
     job_ids: list[str],
     node: str,
     seed: int,
-    start_at: float,
+    ready: Barrier,
 ) -> int:
     """Claim batches of 1 to 4 jobs of ``queue`` and complete them at once, until every one of
     ``job_ids`` is completed; returns how many this process ran.
 
     Jobs finish at once so that only the rate limit holds admission back: the racers meet at
-    the window's count, not at a concurrency limit.
+    the window's count, not at a concurrency limit. Every racer waits at ``ready`` with its
+    database open, so all of them claim from the first window on.
     """
     rng = random.Random(seed)
     db = connect_database(url, schema=schema)
-    time.sleep(max(0.0, start_at - time.time()))
+    ready.wait(120)
     deadline = time.monotonic() + 90.0
     ran = 0
     try:
