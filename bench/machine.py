@@ -1,10 +1,15 @@
-"""What the numbers were measured on: the machine, its load, the versions, and four
-baselines: pgbench's single-row INSERT transactions per second from one client into a trivial
-table (the reference of the single-enqueue target); the same INSERT sent from Python by psycopg,
-the engine's driver (what any Python client reaches for that row); pgbench with Kickside's own
-single-enqueue statement into the run's migrated job table (the ceiling for a one-commit
-enqueue of that row); and pgbench's simple-update transactions per second from 10 clients (what
-the server sustains for small concurrent writing transactions).
+"""What the numbers were measured on: the machine, its load, the versions, and the baselines.
+
+On PostgreSQL: pgbench's single-row INSERT transactions per second from one client into a
+trivial table (the reference of the single-enqueue target); the same INSERT sent from Python by
+psycopg, the engine's driver (what any Python client reaches for that row); pgbench with
+Kickside's own single-enqueue statement into the run's migrated job table (the ceiling for a
+one-commit enqueue of that row); and pgbench's simple-update transactions per second from 10
+clients (what the server sustains for small concurrent writing transactions).
+
+On SQLite: Kickside's own single-enqueue statement run on sqlite3 with nothing of Python's
+around it but the call, at the run's durability (the ceiling for a one-commit enqueue of
+Kickside's row on this machine, beside which Huey's whole enqueue is measured).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import platform
 import re
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import tempfile
 import time
@@ -26,6 +32,8 @@ from sqlalchemy import NullPool, create_engine, make_url, text
 from bench.targets import reset
 from kickside_engine import Database, JobBuilder
 from kickside_engine.clock import utcnow
+from kickside_engine.store.engines import SQLITE_BUSY_TIMEOUT_MS
+from kickside_engine.store.sqlite_durability import synchronous_mode
 
 LOAD_WARNING = 1.0
 
@@ -200,14 +208,8 @@ def enqueue_statement(db: Database) -> str:
     """Kickside's single-enqueue statement for a no-op job on ``db``, its parameters written in
     as constants: ``gen_random_uuid()`` for the id (Kickside's own ids are UUIDv7, made by the
     client) and ``now()`` for the timestamps. One line, as pgbench reads it."""
-    # The engine's own statement and parameters, built as the engine builds them (private on
-    # purpose: the harness measures that exact statement).
-    from kickside_engine.job_row import build_row
-    from kickside_engine.store.inserts import _insert_and_notify_sql, _insert_params
-
-    row = build_row(JobBuilder("noop", {}).options, utcnow())
-    statement = _insert_and_notify_sql(db, tuple(row))
-    constants = {name: _literal(value) for name, value in _insert_params(db, row).items()}
+    statement, params = _noop_enqueue(db)
+    constants = {name: _literal(value) for name, value in params.items()}
     constants["p_id"] = "gen_random_uuid()"
     for name in ("p_inserted_at", "p_scheduled_at", "p_updated_at"):
         constants[name] = "now()"
@@ -216,6 +218,16 @@ def enqueue_statement(db: Database) -> str:
     if "%(" in statement:
         raise ValueError(f"a parameter was left in Kickside's statement: {statement}")
     return " ".join(statement.split())
+
+
+def _noop_enqueue(db: Database) -> tuple[str, dict[str, Any]]:
+    """The statement and parameters ``JobBuilder("noop", {}).insert(db)`` sends to the driver,
+    built as the engine builds them (private on purpose: the harness measures that exact
+    statement), with a fresh id and the time now."""
+    from kickside_engine.job_row import build_row
+    from kickside_engine.store.inserts import single_insert_statement
+
+    return single_insert_statement(db, build_row(JobBuilder("noop", {}).options, utcnow()))
 
 
 def _literal(value: object) -> str:
@@ -262,6 +274,58 @@ def pgbench_enqueue_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any
         "script": "Kickside's single-enqueue statement",
         "mode": "prepared",
         "statement": statement,
+    }
+
+
+SQLITE_CEILING_ROWS = 1_000
+SQLITE_CEILING_ROUNDS = 5
+
+
+def sqlite_enqueue_ceiling(url: str, *, rounds: int = SQLITE_CEILING_ROUNDS) -> dict[str, Any]:
+    """Kickside's single-enqueue statement on sqlite3, one commit per row, nothing else timed.
+
+    The statement and converted parameters of ``JobBuilder("noop", {}).insert(db)`` on the
+    SQLite file at ``url`` (its INSERT into the migrated ``kickside_job`` with its indexes
+    and constraints), each row's own (fresh id, its instants), built before the clock starts;
+    then :data:`SQLITE_CEILING_ROWS` executes on one sqlite3 connection tuned as the engine
+    tunes its own (WAL, the URL's ``synchronous``, foreign keys, busy timeout), each its own
+    transaction: what a one-commit enqueue of Kickside's row costs SQLite itself on this
+    machine, the ceiling of the single-enqueue figure. Median of ``rounds``; the job tables are
+    emptied afterwards.
+    """
+    db = Database.from_url(url)
+    try:
+        path = db.engine.url.database
+        mode = synchronous_mode(make_url(url))
+        rates: list[float] = []
+        statement = ""
+        try:
+            raw = sqlite3.connect(
+                str(path), isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
+            )
+            try:
+                for pragma in ("journal_mode=WAL", "foreign_keys=ON", f"synchronous={mode}"):
+                    raw.execute(f"PRAGMA {pragma}")
+                for _ in range(rounds):
+                    built = [_noop_enqueue(db) for _ in range(SQLITE_CEILING_ROWS)]
+                    statement = built[0][0]
+                    started = time.perf_counter()
+                    for sql, params in built:
+                        raw.execute(sql, params)
+                    rates.append(len(built) / (time.perf_counter() - started))
+            finally:
+                raw.close()
+        finally:
+            reset(db)
+    finally:
+        db.dispose()
+    return {
+        "tps": statistics.median(rates),
+        "rounds": [round(rate, 1) for rate in rates],
+        "rows": SQLITE_CEILING_ROWS,
+        "synchronous": mode,
+        "script": "Kickside's single-enqueue statement on sqlite3",
+        "statement": " ".join(statement.split()),
     }
 
 

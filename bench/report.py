@@ -23,6 +23,7 @@ from bench.table import (
     metric,
     single_enqueue_note,
     sqlite_durability_note,
+    sqlite_single_enqueue_note,
     workload_table,
 )
 
@@ -135,7 +136,12 @@ def markdown(doc: dict[str, Any]) -> str:
         *workload_table(doc),
         "",
     ]
-    for note in (single_enqueue_note(doc), sqlite_durability_note(doc), dashboard_note(doc)):
+    for note in (
+        single_enqueue_note(doc),
+        sqlite_durability_note(doc),
+        sqlite_single_enqueue_note(doc),
+        dashboard_note(doc),
+    ):
         if note:
             lines += [*note, ""]
     errors = [e for e in doc["results"] if e.get("error")]

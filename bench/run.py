@@ -293,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
                     sqlite_target(args.sqlite_path, args.sqlite_synchronous)
                 )
                 sqlite_mode = synchronous_mode(make_url(target.url))
+                progress(f"sqlite: Kickside's single-enqueue statement on sqlite3 ({sqlite_mode})")
+                baselines["sqlite_enqueue"] = machine.sqlite_enqueue_ceiling(target.url)
             shared = SharedPool(target, workdir / f"pool-{backend}.log")
             stack.callback(shared.close)
             ctx = Context(

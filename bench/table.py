@@ -557,6 +557,10 @@ BASELINES = (
     ("psycopg_insert", "psycopg from Python: the same single-row INSERT, 1 client"),
     ("pgbench_enqueue", "pgbench: Kickside's single-enqueue statement, 1 client (ceiling for 2)"),
     ("pgbench_update", "pgbench: simple-update (-N), 10 clients"),
+    (
+        "sqlite_enqueue",
+        "SQLite: Kickside's single-enqueue statement on sqlite3, nothing else (ceiling for 8)",
+    ),
 )
 
 
@@ -681,6 +685,30 @@ def single_enqueue_note(doc: Doc) -> list[str]:
             "the simplest row on this server."
         )
     return lines
+
+
+def sqlite_single_enqueue_note(doc: Doc) -> list[str]:
+    """SQLite's single enqueue against its ceiling (Kickside's own statement on sqlite3 with no
+    Python around it) and against each Huey at the same durability: how much of the line the
+    row itself leaves."""
+    ceiling = doc.get("baselines", {}).get("sqlite_enqueue") or {}
+    tps, mode = ceiling.get("tps"), ceiling.get("synchronous")
+    mine = metric(find(doc["results"], KICKSIDE, "sqlite", "single_enqueue"), "jobs_per_s")
+    if not tps or not mode:
+        return []
+    line = f"SQLite single enqueue at {mode.upper()}: Kickside's statement alone, on sqlite3, "
+    line += f"{tps:,.0f}/s ({1e6 / tps:.1f} µs a row)"
+    if mine:
+        line += f"; kickside {mine:,.0f}/s, {mine / tps:.0%} of it"
+    for entry in doc["results"]:
+        same = (entry["details"] or {}).get("synchronous", "").lower() == mode.lower()
+        theirs = metric(entry, "jobs_per_s") if entry["workload"] == "single_enqueue" else None
+        if entry["system"] != KICKSIDE and entry["backend"] == "sqlite" and same and theirs:
+            line += (
+                f"; {entry['system']} (same durability) {theirs:,.0f}/s: the statement alone is "
+                f"{tps / theirs:.2f}x its whole enqueue"
+            )
+    return [line + "."]
 
 
 def dashboard_note(doc: Doc) -> list[str]:

@@ -48,13 +48,20 @@ def insert_job_autocommit(db: Database, row: dict[str, Any]) -> None:
 
     On PostgreSQL the NOTIFY rides along; on SQLite the caller wakes pools after it returns.
     """
+    db.execute_autocommit(*single_insert_statement(db, row))
+
+
+def single_insert_statement(db: Database, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The driver-level statement and parameters :func:`insert_job_autocommit` sends for
+    ``row``: on PostgreSQL the INSERT with its NOTIFY (psycopg's style), on SQLite the plain
+    INSERT (sqlite3's style), the values converted as the columns' types convert them."""
     if db.is_postgresql:
-        db.execute_autocommit(_insert_and_notify_sql(db, tuple(row)), _insert_params(db, row))
-        return
+        return _insert_and_notify_sql(db, tuple(row)), _insert_params(db, row)
     keys = tuple(row)
     insert_row = sqlite_driver_statement(_sqlite_insert(db.tables, keys), db.engine.dialect)
-    values = dict(zip(_param_names(keys), row.values(), strict=True))
-    db.execute_autocommit(insert_row.sql, insert_row.params(values))
+    return insert_row.sql, insert_row.params(
+        dict(zip(_param_names(keys), row.values(), strict=True))
+    )
 
 
 def insert_job(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted:

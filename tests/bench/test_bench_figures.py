@@ -291,3 +291,30 @@ def test_huey_runs_on_sqlite_only_and_the_other_peers_on_postgresql_only() -> No
     }
     assert set(runner.SQLITE_WORKLOADS) >= runner.SQLITE_ONLY_WORKLOADS
     assert "huey==3.5.4" in runner.REQUIREMENTS.read_text().splitlines()
+
+
+def test_sqlite_single_enqueue_is_read_against_its_statement_alone_and_huey_at_its_durability() -> (
+    None
+):
+    doc = _doc(quick=False)
+    doc["baselines"]["sqlite_enqueue"] = {"tps": 20_000.0, "synchronous": "normal"}
+    doc["results"].append(
+        _entry("kickside", "single_enqueue", {"jobs_per_s": 11_000.0}, backend="sqlite")
+    )
+    for system, mode, rate in (("huey", "FULL", 6_000.0), ("huey-normal", "NORMAL", 32_000.0)):
+        entry = _entry(system, "single_enqueue", {"jobs_per_s": rate}, backend="sqlite")
+        entry["details"] = {"synchronous": mode}
+        doc["results"].append(entry)
+    text = report.markdown(doc)
+    assert (
+        "SQLite single enqueue at NORMAL: Kickside's statement alone, on sqlite3, 20,000/s "
+        "(50.0 µs a row); kickside 11,000/s, 55% of it; huey-normal (same durability) "
+        "32,000/s: the statement alone is 0.62x its whole enqueue." in text
+    )
+    assert "huey (same durability)" not in text  # Huey at FULL is not at the same durability
+    ceiling = _line(text, "| ref | SQLite: Kickside's single-enqueue statement")
+    assert ceiling[3] == "20,000"
+
+
+def test_without_the_sqlite_ceiling_there_is_no_sqlite_single_enqueue_note() -> None:
+    assert "SQLite single enqueue at" not in report.markdown(_doc(quick=False))

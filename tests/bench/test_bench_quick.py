@@ -86,6 +86,11 @@ def test_quick_run_writes_a_well_formed_results_document(target: Target, tmp_pat
             assert _number(pgbench["tps"]) or pgbench["reason"]
         # Python's own insert rate needs no pgbench: always a figure.
         assert _number(doc["baselines"]["psycopg_insert"]["tps"])
+    else:  # the ceiling of a one-commit enqueue of Kickside's row, at the run's durability
+        ceiling = doc["baselines"]["sqlite_enqueue"]
+        assert _number(ceiling["tps"]) and ceiling["synchronous"] == doc["sqlite_synchronous"]
+        assert ceiling["statement"].startswith("INSERT INTO kickside_job (id, kind, state,")
+        assert "SQLite single enqueue at NORMAL: Kickside's statement alone" in proc.stdout
 
     entries = {(e["system"], e["backend"], e["workload"]): e for e in doc["results"]}
     assert set(entries) == {("kickside", target.backend, w) for w in WORKLOADS}
