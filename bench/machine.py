@@ -277,7 +277,7 @@ def pgbench_enqueue_tps(url: str, schema: str, *, seconds: int) -> dict[str, Any
     }
 
 
-SQLITE_CEILING_ROWS = 1_000
+SQLITE_CEILING_ROWS = 2_000  # as many as workload 2 enqueues
 SQLITE_CEILING_ROUNDS = 5
 
 
