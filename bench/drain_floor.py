@@ -15,7 +15,10 @@ transaction.
 - SQLite (WAL, synchronous NORMAL, as Kickside's default): ``sqlite3`` on a thread of its own,
   ``BEGIN IMMEDIATE``, the statements of ``bench.write_cost``; one turn at a time (one writer).
 
-``--most-per-turn`` caps what a turn claims. The jobs:
+``--most-per-turn`` caps what a turn claims. ``--writes minimal`` (PostgreSQL) drains a queue
+that writes the least any durable queue can instead: a three-column row with one partial index,
+claimed with ``FOR UPDATE SKIP LOCKED`` and deleted when it ends, no run history; the floor of
+the machine itself, whatever a queue keeps. The jobs:
 
 - ``io`` (workload 10b, ``io_drain``): each claimed job is an asyncio task that awaits a 10 ms
   sleep, at most 200 at once; the Little's-law limit is 20,000 jobs/s;
@@ -88,6 +91,38 @@ CHECK = (
     "(SELECT count(*) FROM kickside_job_run WHERE outcome = 'completed' "
     "AND finished_at IS NOT NULL), (SELECT count(*) FROM kickside_job_run)"
 )
+
+#: ``--writes minimal``: the least a durable queue writes (no lease, no history).
+MINIMAL_SETUP = (
+    "CREATE TABLE floor_minimal (id bigserial PRIMARY KEY, state text NOT NULL, "
+    "args jsonb NOT NULL DEFAULT '{}');"
+    "CREATE INDEX floor_minimal_queued ON floor_minimal (id) WHERE state = 'queued';"
+    "INSERT INTO floor_minimal (state) SELECT 'queued' FROM generate_series(1, %(jobs)s);"
+    "ANALYZE floor_minimal"
+)
+MINIMAL_SETTLE = "DELETE FROM floor_minimal WHERE id = ANY(%(ids)s)"
+MINIMAL_CLAIM = (
+    "UPDATE floor_minimal SET state = 'picked' WHERE id IN (SELECT id FROM floor_minimal "
+    "WHERE state = 'queued' ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+MINIMAL_CHECK = "SELECT count(*), count(*), 0 FROM floor_minimal"
+
+
+@dataclass(frozen=True)
+class Writes:
+    """What a turn writes on PostgreSQL, and what the drain must have left behind."""
+
+    settle: str
+    claim: str
+    check: str
+    #: ``CHECK``'s row after ``jobs`` were drained.
+    left: Callable[[int], tuple[int, int, int]]
+
+
+WRITES = {
+    "kickside": Writes(SETTLE, CLAIM, CHECK, lambda jobs: (jobs, jobs, jobs)),
+    "minimal": Writes(MINIMAL_SETTLE, MINIMAL_CLAIM, MINIMAL_CHECK, lambda _jobs: (0, 0, 0)),
+}
 
 #: A turn: settle these ended jobs' ids, claim up to this many; the claimed ids.
 Turn = Callable[[list[Any], int], Awaitable[list[Any]]]
@@ -232,14 +267,14 @@ async def sync_jobs(turners: list[Turn], jobs: int, most: int) -> None:
             os.close(fd)
 
 
-def postgresql_turn(conn: psycopg.AsyncConnection[Any]) -> Turn:
+def postgresql_turn(conn: psycopg.AsyncConnection[Any], writes: Writes) -> Turn:
     """Turns on ``conn`` (autocommit): one round trip, one commit."""
 
     async def turn(ended: list[Any], limit: int) -> list[Any]:
         async with conn.pipeline(), conn.transaction():
             if ended:
-                await conn.execute(SETTLE, {"ids": ended})
-            claimed = await conn.execute(CLAIM, {"limit": limit}) if limit else None
+                await conn.execute(writes.settle, {"ids": ended})
+            claimed = await conn.execute(writes.claim, {"limit": limit}) if limit else None
             rows = await claimed.fetchall() if claimed else []
         return [row[0] for row in rows]
 
@@ -286,7 +321,9 @@ class Measured:
     server: float | None
 
 
-async def drain_postgresql(target: Target, mode: str, jobs: int, n: int, most: int) -> Measured:
+async def drain_postgresql(
+    target: Target, mode: str, jobs: int, n: int, most: int, writes: Writes
+) -> Measured:
     """Drain on ``n`` connections to ``target``'s schema; checks the writes after."""
     options = f"-c search_path={target.schema} -c enable_seqscan=off"
     async with AsyncExitStack() as stack:
@@ -310,15 +347,15 @@ async def drain_postgresql(target: Target, mode: str, jobs: int, n: int, most: i
 
         cpu0, server0, started = _client_cpu(), server(), time.perf_counter()
         await (io_jobs if mode == "io" else sync_jobs)(
-            [postgresql_turn(c) for c in conns], jobs, most
+            [postgresql_turn(c, writes) for c in conns], jobs, most
         )
         measured = Measured(
             time.perf_counter() - started,
             _client_cpu() - cpu0,
             server() - server0 if backends else None,
         )
-        row = await (await conns[0].execute(CHECK)).fetchone()
-    _check(row, jobs)
+        row = await (await conns[0].execute(writes.check)).fetchone()
+    _check(row, writes.left(jobs))
     return measured
 
 
@@ -335,7 +372,7 @@ async def drain_sqlite(target: Target, mode: str, jobs: int, most: int) -> Measu
             run = io_jobs if mode == "io" else sync_jobs
             await run([sqlite_turn(conn, thread)], jobs, most)
             measured = Measured(time.perf_counter() - started, _client_cpu() - cpu0, None)
-        _check(conn.execute(CHECK).fetchone(), jobs)
+        _check(conn.execute(CHECK).fetchone(), (jobs, jobs, jobs))
     finally:
         conn.close()
     return measured
@@ -345,10 +382,11 @@ def _client_cpu() -> float:
     return process_tree_cpu_seconds(os.getpid())
 
 
-def _check(row: Any, jobs: int) -> None:
-    """Every job completed, with one run row, finished: the floor made the writes it claims."""
-    if tuple(row or ()) != (jobs, jobs, jobs):
-        raise RuntimeError(f"expected {jobs} completed jobs and finished runs, found {row}")
+def _check(row: Any, expected: tuple[int, int, int]) -> None:
+    """The drain made the writes it claims: with Kickside's, every job completed with one run
+    row, finished; with the minimal ones, every row deleted."""
+    if tuple(row or ()) != expected:
+        raise RuntimeError(f"expected {expected} after the drain, found {row}")
 
 
 @contextmanager
@@ -362,17 +400,30 @@ def _target(backend: str, url: str) -> Iterator[Target]:
 
 
 def round_(
-    backend: str, url: str, mode: str, jobs: int, turns_in_flight: int, most: int
+    backend: str,
+    url: str,
+    mode: str,
+    jobs: int,
+    turns_in_flight: int,
+    most: int,
+    writes: str = "kickside",
 ) -> dict[str, float]:
     """One round on a fresh schema or file: jobs/s and CPU µs per job."""
     with _target(backend, url) as target:
-        db = target.open()
-        try:
-            enqueue_fanout(db, JobBuilder("noop"), [{"i": i} for i in range(jobs)])
-        finally:
-            db.dispose()
+        if writes == "minimal":
+            with psycopg.connect(conninfo(target.url), autocommit=True) as conn:
+                conn.execute(f"SET search_path = {target.schema}")
+                conn.execute(MINIMAL_SETUP.replace("%(jobs)s", str(int(jobs))))
+        else:
+            db = target.open()
+            try:
+                enqueue_fanout(db, JobBuilder("noop"), [{"i": i} for i in range(jobs)])
+            finally:
+                db.dispose()
         if backend == "postgresql":
-            m = asyncio.run(drain_postgresql(target, mode, jobs, turns_in_flight, most))
+            m = asyncio.run(
+                drain_postgresql(target, mode, jobs, turns_in_flight, most, WRITES[writes])
+            )
         else:
             m = asyncio.run(drain_sqlite(target, mode, jobs, most))
     figures = {"jobs_per_s": jobs / m.seconds, "client_cpu_us": m.client / jobs * 1e6}
@@ -395,12 +446,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--most-per-turn", type=int, default=1_000_000, help="claim at most this many a turn"
     )
+    parser.add_argument(
+        "--writes",
+        choices=tuple(WRITES),
+        default="kickside",
+        help="Kickside's writes, or the least a durable queue writes (PostgreSQL)",
+    )
     args = parser.parse_args(argv)
     if args.backend == "sqlite" and args.turns != 1:
         parser.error("SQLite has one writer: --turns 1 only")
+    if args.backend == "sqlite" and args.writes != "kickside":
+        parser.error("--writes minimal is for PostgreSQL")
     jobs = args.jobs or (40_000 if args.mode == "io" else 20_000)
     rounds = [
-        round_(args.backend, args.database_url, args.mode, jobs, args.turns, args.most_per_turn)
+        round_(
+            args.backend,
+            args.database_url,
+            args.mode,
+            jobs,
+            args.turns,
+            args.most_per_turn,
+            args.writes,
+        )
         for _ in range(args.rounds)
     ]
     what = (
@@ -410,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     most = "" if args.most_per_turn >= jobs else f", at most {args.most_per_turn} claimed a turn"
     print(
-        f"drain floor, {args.backend}, {args.mode}: {jobs} jobs, {what}, "
+        f"drain floor, {args.backend}, {args.mode}, {args.writes} writes: {jobs} jobs, {what}, "
         f"{args.turns} turn(s) in flight{most}"
     )
     for name in rounds[0]:

@@ -21,6 +21,9 @@ SHAPES = [
     ("postgresql", "io", "--turns", "2", "--most-per-turn", "50"),
     ("postgresql", "sync"),
     ("postgresql", "sync", "--turns", "3"),
+    # The minimal writes cost the server a few µs a job: enough jobs for its CPU to show.
+    ("postgresql", "io", "--writes", "minimal", "--jobs", "4000"),
+    ("postgresql", "sync", "--writes", "minimal", "--turns", "2", "--jobs", "4000"),
     ("sqlite", "io", "--most-per-turn", "50"),
     ("sqlite", "sync"),
 ]
@@ -33,8 +36,8 @@ def test_the_floor_drains_every_job_and_reports_its_figures(shape: tuple[str, ..
         require_postgres()
     result = run_script(
         "bench.drain_floor",
-        *("--backend", backend, "--mode", mode, *rest),
         *("--database-url", PG_URL, "--jobs", "600", "--rounds", "1"),
+        *("--backend", backend, "--mode", mode, *rest),  # a shape's own --jobs comes last
     )
     assert result.returncode == 0, result.stderr
     figures = dict(re.findall(r"^  (\w+): ([\d,.]+) \(", result.stdout, re.MULTILINE))
@@ -57,6 +60,8 @@ def test_the_floor_drains_every_job_and_reports_its_figures(shape: tuple[str, ..
     [
         (("--turns", "5"), "invalid choice: 5"),
         (("--backend", "sqlite", "--turns", "2"), "SQLite has one writer: --turns 1 only"),
+        (("--backend", "sqlite", "--writes", "minimal"), "--writes minimal is for PostgreSQL"),
+        (("--writes", "none"), "invalid choice: 'none'"),
     ],
 )
 def test_a_shape_it_does_not_have_is_a_usage_error(args: tuple[str, ...], message: str) -> None:
