@@ -52,9 +52,13 @@ def test_four_processes_ticking_cron_in_step_fire_each_run_exactly_once(
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager, ctx.Pool(PROCESSES) as pool:
         ready = manager.Barrier(PROCESSES)  # every interpreter up before the first tick
+        start = manager.Value("d", 0.0)  # the racers' one clock
         won = pool.starmap(
             tick_in_step,
-            [(target.url, target.schema, first, ticks, every, ready, 0.05)] * PROCESSES,
+            [
+                (target.url, target.schema, first, ticks, every, ready, start, 0.05, seed)
+                for seed in range(PROCESSES)
+            ],
         )
     runs = sorted(run for racer in won for run in racer)
     minute = [(first + timedelta(minutes=m)).isoformat() for m in range(11)]  # 00:55..01:05
