@@ -238,7 +238,11 @@ def test_quick_otel_cost_drains_traced_and_untraced(target: Target, tmp_path: Pa
     for name in ("plain_jobs_per_s", "traced_jobs_per_s", "plain_enqueue_us", "traced_enqueue_us"):
         assert _number(metrics[name]) and metrics[name] > 0, name
     for name in ("plain_cpu_us_per_job", "traced_cpu_us_per_job"):
-        assert _number(metrics[name]), name
+        # CPU is read from /proc in 10 ms ticks: a quick run's few jobs on a fast machine can
+        # take less than one, and read 0.
+        value = metrics[name]
+        assert isinstance(value, int | float) and not isinstance(value, bool), name
+        assert value >= 0, name
     # Tracing's cost is a difference of two noisy medians: in a quick run it can come out
     # below zero, so the test checks that it is that difference, not its sign.
     assert metrics["tracing_cpu_us_per_job"] == pytest.approx(

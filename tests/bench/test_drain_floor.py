@@ -36,7 +36,8 @@ def test_the_floor_drains_every_job_and_reports_its_figures(shape: tuple[str, ..
         require_postgres()
     result = run_script(
         "bench.drain_floor",
-        *("--database-url", PG_URL, "--jobs", "600", "--rounds", "1"),
+        # Enough jobs that every CPU figure (read from /proc in 10 ms ticks) shows.
+        *("--database-url", PG_URL, "--jobs", "1500", "--rounds", "1"),
         *("--backend", backend, "--mode", mode, *rest),  # a shape's own --jobs comes last
     )
     assert result.returncode == 0, result.stderr
