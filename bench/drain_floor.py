@@ -95,10 +95,10 @@ CHECK = (
 #: ``--writes minimal``: the least a durable queue writes (no lease, no history).
 MINIMAL_SETUP = (
     "CREATE TABLE floor_minimal (id bigserial PRIMARY KEY, state text NOT NULL, "
-    "args jsonb NOT NULL DEFAULT '{}');"
-    "CREATE INDEX floor_minimal_queued ON floor_minimal (id) WHERE state = 'queued';"
-    "INSERT INTO floor_minimal (state) SELECT 'queued' FROM generate_series(1, %(jobs)s);"
-    "ANALYZE floor_minimal"
+    "args jsonb NOT NULL DEFAULT '{}')",
+    "CREATE INDEX floor_minimal_queued ON floor_minimal (id) WHERE state = 'queued'",
+    "INSERT INTO floor_minimal (state) SELECT 'queued' FROM generate_series(1, %(jobs)s)",
+    "ANALYZE floor_minimal",
 )
 MINIMAL_SETTLE = "DELETE FROM floor_minimal WHERE id = ANY(%(ids)s)"
 MINIMAL_CLAIM = (
@@ -372,7 +372,8 @@ async def drain_sqlite(target: Target, mode: str, jobs: int, most: int) -> Measu
             run = io_jobs if mode == "io" else sync_jobs
             await run([sqlite_turn(conn, thread)], jobs, most)
             measured = Measured(time.perf_counter() - started, _client_cpu() - cpu0, None)
-        _check(conn.execute(CHECK).fetchone(), (jobs, jobs, jobs))
+        kickside = WRITES["kickside"]
+        _check(conn.execute(kickside.check).fetchone(), kickside.left(jobs))
     finally:
         conn.close()
     return measured
@@ -411,9 +412,10 @@ def round_(
     """One round on a fresh schema or file: jobs/s and CPU µs per job."""
     with _target(backend, url) as target:
         if writes == "minimal":
-            with psycopg.connect(conninfo(target.url), autocommit=True) as conn:
-                conn.execute(f"SET search_path = {target.schema}")
-                conn.execute(MINIMAL_SETUP.replace("%(jobs)s", str(int(jobs))))
+            options = f"-c search_path={target.schema}"
+            with psycopg.connect(conninfo(target.url), options=options, autocommit=True) as conn:
+                for statement in MINIMAL_SETUP:
+                    conn.execute(statement, {"jobs": jobs})
         else:
             db = target.open()
             try:

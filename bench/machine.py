@@ -32,7 +32,6 @@ from sqlalchemy import NullPool, create_engine, make_url, text
 from bench.targets import reset
 from kickside_engine import Database, JobBuilder
 from kickside_engine.clock import utcnow
-from kickside_engine.store.engines import SQLITE_BUSY_TIMEOUT_MS
 from kickside_engine.store.sqlite_durability import synchronous_mode
 
 LOAD_WARNING = 1.0
@@ -287,35 +286,31 @@ def sqlite_enqueue_ceiling(url: str, *, rounds: int = SQLITE_CEILING_ROUNDS) -> 
     The statement and converted parameters of ``JobBuilder("noop", {}).insert(db)`` on the
     SQLite file at ``url`` (its INSERT into the migrated ``kickside_job`` with its indexes
     and constraints), each row's own (fresh id, its instants), built before the clock starts;
-    then :data:`SQLITE_CEILING_ROWS` executes on one sqlite3 connection tuned as the engine
-    tunes its own (WAL, the URL's ``synchronous``, foreign keys, busy timeout), each its own
+    then :data:`SQLITE_CEILING_ROWS` executes on the sqlite3 connection under one of the
+    engine's own (WAL, the URL's ``synchronous``, foreign keys, busy timeout), each its own
     transaction: what a one-commit enqueue of Kickside's row costs SQLite itself on this
     machine, the ceiling of the single-enqueue figure. Median of ``rounds``; the job tables are
     emptied afterwards.
     """
     db = Database.from_url(url)
+    rates: list[float] = []
+    statement = ""
     try:
-        path = db.engine.url.database
         mode = synchronous_mode(make_url(url))
-        rates: list[float] = []
-        statement = ""
+        # The engine's own connection: its connect hook tuned it as every Kickside connection.
+        pooled = db.engine.raw_connection()
         try:
-            raw = sqlite3.connect(
-                str(path), isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
-            )
-            try:
-                for pragma in ("journal_mode=WAL", "foreign_keys=ON", f"synchronous={mode}"):
-                    raw.execute(f"PRAGMA {pragma}")
-                for _ in range(rounds):
-                    built = [_noop_enqueue(db) for _ in range(SQLITE_CEILING_ROWS)]
-                    statement = built[0][0]
-                    started = time.perf_counter()
-                    for sql, params in built:
-                        raw.execute(sql, params)
-                    rates.append(len(built) / (time.perf_counter() - started))
-            finally:
-                raw.close()
+            raw = pooled.driver_connection
+            assert raw is not None  # checked out: the connection is open
+            for _ in range(rounds):
+                built = [_noop_enqueue(db) for _ in range(SQLITE_CEILING_ROWS)]
+                statement = built[0][0]
+                started = time.perf_counter()
+                for sql, params in built:
+                    raw.execute(sql, params)
+                rates.append(len(built) / (time.perf_counter() - started))
         finally:
+            pooled.close()
             reset(db)
     finally:
         db.dispose()
