@@ -18,7 +18,12 @@ transaction.
 ``--most-per-turn`` caps what a turn claims. ``--writes minimal`` (PostgreSQL) drains a queue
 that writes the least any durable queue can instead: a three-column row with one partial index,
 claimed with ``FOR UPDATE SKIP LOCKED`` and deleted when it ends, no run history; the floor of
-the machine itself, whatever a queue keeps. The jobs:
+the machine itself, whatever a queue keeps. ``--writes lean`` (PostgreSQL) drains with the least
+Kickside could write and still keep its lease, its completed state and a run row per attempt:
+each run row written once, at the settle, and without the indexes that no claim or settle reads
+(the listings' ``inserted_at``, ``worker``/``state``, the run table's ``finished_at``).
+``--writes lease_only`` (PostgreSQL) keeps Kickside's job row and lease and writes no run
+history at all. The jobs:
 
 - ``io`` (workload 10b, ``io_drain``): each claimed job is an asyncio task that awaits a 10 ms
   sleep, at most 200 at once; the Little's-law limit is 20,000 jobs/s;
@@ -68,20 +73,28 @@ STOP = b"x"
 #: A job crosses the workers' pipes as its index in the drain's list of claimed ids.
 HANDLE = struct.Struct("=I")
 #: PostgreSQL: the settle of the jobs that ended, then the claim, each with its run row.
-SETTLE = (
-    "WITH settled AS (UPDATE kickside_job SET state = 'completed', completed_at = now(), "
+#: The settle's job update alone (``--writes lease_only`` keeps no run history).
+SETTLE_JOBS = (
+    "UPDATE kickside_job SET state = 'completed', completed_at = now(), "
     "finalized_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, "
-    "updated_at = now() WHERE id = ANY(%(ids)s) RETURNING id) "
+    "updated_at = now() WHERE id = ANY(%(ids)s) RETURNING id"
+)
+SETTLE = (
+    f"WITH settled AS ({SETTLE_JOBS}) "
     "UPDATE kickside_job_run SET finished_at = now(), duration_ms = 1, outcome = 'completed' "
     "WHERE finished_at IS NULL AND job_id IN (SELECT id FROM settled)"
 )
-CLAIM = (
-    "WITH claimed AS (UPDATE kickside_job SET state = 'executing', attempt = attempt + 1, "
+#: The claim's job update alone (``--writes lean`` writes no run row at the claim).
+CLAIM_JOBS = (
+    "UPDATE kickside_job SET state = 'executing', attempt = attempt + 1, "
     "lease_owner = 'floor', lease_token = gen_random_uuid(), "
     "lease_expires_at = now() + interval '5 minutes', attempted_at = now(), updated_at = now() "
     "WHERE id IN (SELECT id FROM kickside_job WHERE state = 'available' AND queue = 'default' "
     "AND scheduled_at <= now() ORDER BY priority, scheduled_at, id LIMIT %(limit)s "
-    "FOR UPDATE SKIP LOCKED) RETURNING id, attempt, queue, worker, lease_token, args) "
+    "FOR UPDATE SKIP LOCKED) RETURNING id, attempt, queue, worker, lease_token, args"
+)
+CLAIM = (
+    f"WITH claimed AS ({CLAIM_JOBS}) "
     "INSERT INTO kickside_job_run (job_id, attempt, queue, worker, node, lease_token, "
     "started_at) SELECT id, attempt, queue, worker, 'floor', lease_token, now() FROM claimed "
     "RETURNING job_id"
@@ -107,6 +120,33 @@ MINIMAL_CLAIM = (
 )
 MINIMAL_CHECK = "SELECT count(*), count(*), 0 FROM floor_minimal"
 
+#: ``--writes lease_only``: Kickside's job row, its indexes and its lease, no run history.
+LEASE_ONLY_CHECK = (
+    "SELECT (SELECT count(*) FROM kickside_job WHERE state = 'completed'), 0, "
+    "(SELECT count(*) FROM kickside_job_run)"
+)
+
+#: ``--writes lean``: the least Kickside could write and still keep what it promises (a lease,
+#: a completed state, a run row per attempt): each run row written once, whole, at the settle
+#: (from the job row's lease and start, read as they were before the settle), and the indexes
+#: no claim or settle needs dropped (listings' ``inserted_at``, ``worker``/``state``, the run
+#: table's ``finished_at``).
+LEAN_CHANGES = (
+    "DROP INDEX ix_kickside_job_inserted_at",
+    "DROP INDEX ix_kickside_job_worker_state",
+    "DROP INDEX ix_kickside_job_run_finished_at",
+)
+LEAN_SETTLE = (
+    "WITH settled AS (UPDATE kickside_job j SET state = 'completed', completed_at = now(), "
+    "finalized_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, "
+    "updated_at = now() FROM kickside_job was WHERE was.id = j.id AND j.id = ANY(%(ids)s) "
+    "RETURNING j.id, j.attempt, j.queue, j.worker, was.lease_owner, was.lease_token, "
+    "was.attempted_at) "
+    "INSERT INTO kickside_job_run (job_id, attempt, queue, worker, node, lease_token, "
+    "started_at, finished_at, duration_ms, outcome) SELECT id, attempt, queue, worker, "
+    "lease_owner, lease_token, attempted_at, now(), 1, 'completed' FROM settled"
+)
+
 
 @dataclass(frozen=True)
 class Writes:
@@ -117,11 +157,15 @@ class Writes:
     check: str
     #: ``CHECK``'s row after ``jobs`` were drained.
     left: Callable[[int], tuple[int, int, int]]
+    #: Schema changes made once the jobs are enqueued, before the drain.
+    changes: tuple[str, ...] = ()
 
 
 WRITES = {
     "kickside": Writes(SETTLE, CLAIM, CHECK, lambda jobs: (jobs, jobs, jobs)),
     "minimal": Writes(MINIMAL_SETTLE, MINIMAL_CLAIM, MINIMAL_CHECK, lambda _jobs: (0, 0, 0)),
+    "lean": Writes(LEAN_SETTLE, CLAIM_JOBS, CHECK, lambda jobs: (jobs, jobs, jobs), LEAN_CHANGES),
+    "lease_only": Writes(SETTLE_JOBS, CLAIM_JOBS, LEASE_ONLY_CHECK, lambda jobs: (jobs, 0, 0)),
 }
 
 #: A turn: settle these ended jobs' ids, claim up to this many; the claimed ids.
@@ -400,6 +444,16 @@ def _target(backend: str, url: str) -> Iterator[Target]:
             yield target
 
 
+def _execute(target: Target, statements: tuple[str, ...], jobs: int) -> None:
+    """Run ``statements`` (which may bind ``%(jobs)s``) in ``target``'s PostgreSQL schema."""
+    if not statements:
+        return
+    options = f"-c search_path={target.schema}"
+    with psycopg.connect(conninfo(target.url), options=options, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement, {"jobs": jobs})
+
+
 def round_(
     backend: str,
     url: str,
@@ -412,16 +466,14 @@ def round_(
     """One round on a fresh schema or file: jobs/s and CPU µs per job."""
     with _target(backend, url) as target:
         if writes == "minimal":
-            options = f"-c search_path={target.schema}"
-            with psycopg.connect(conninfo(target.url), options=options, autocommit=True) as conn:
-                for statement in MINIMAL_SETUP:
-                    conn.execute(statement, {"jobs": jobs})
+            _execute(target, MINIMAL_SETUP, jobs)
         else:
             db = target.open()
             try:
                 enqueue_fanout(db, JobBuilder("noop"), [{"i": i} for i in range(jobs)])
             finally:
                 db.dispose()
+        _execute(target, WRITES[writes].changes, jobs)
         if backend == "postgresql":
             m = asyncio.run(
                 drain_postgresql(target, mode, jobs, turns_in_flight, most, WRITES[writes])
@@ -452,13 +504,15 @@ def main(argv: list[str] | None = None) -> int:
         "--writes",
         choices=tuple(WRITES),
         default="kickside",
-        help="Kickside's writes, or the least a durable queue writes (PostgreSQL)",
+        help="Kickside's writes; the least Kickside could write keeping its promises (lean); "
+        "its job row and lease without run history (lease_only); the least a durable queue "
+        "writes (minimal); PostgreSQL for all but the first",
     )
     args = parser.parse_args(argv)
     if args.backend == "sqlite" and args.turns != 1:
         parser.error("SQLite has one writer: --turns 1 only")
     if args.backend == "sqlite" and args.writes != "kickside":
-        parser.error("--writes minimal is for PostgreSQL")
+        parser.error(f"--writes {args.writes} is for PostgreSQL")
     jobs = args.jobs or (40_000 if args.mode == "io" else 20_000)
     rounds = [
         round_(

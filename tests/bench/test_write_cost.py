@@ -4,7 +4,6 @@ its figures (it never asserts on timings); an unknown variant is a one-line usag
 from __future__ import annotations
 
 import re
-import subprocess
 
 import psycopg
 import pytest
@@ -13,12 +12,12 @@ from bench.peers.runner import conninfo
 from bench.write_cost import POSTGRESQL_ONLY, VARIANTS
 
 from ..conftest import PG_URL, require_postgres
-from .scripts import run_script
+from .scripts import Ran, run_script
 
 pytestmark = pytest.mark.slow
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
+def _run(*args: str) -> Ran:
     return run_script("bench.write_cost", *args)
 
 
@@ -36,7 +35,9 @@ def test_every_variant_drains_its_jobs_and_reports_its_figures(backend: str) -> 
         assert "| variant | wall | server_cpu |" in result.stdout
         with psycopg.connect(conninfo(PG_URL)) as conn:
             left = conn.execute(
-                "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_write_cost_%'"
+                # Its own schema: other tests' scripts may be running beside it.
+                "SELECT count(*) FROM pg_namespace WHERE nspname = %s",
+                (f"bench_write_cost_{result.pid}",),
             ).fetchone()
         assert left == (0,)
 
