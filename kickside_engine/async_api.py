@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -230,9 +230,7 @@ async def park_job_async(
     conn: Transaction | None = None,
 ) -> Job:
     """Park a slot until its next wake (see :func:`~kickside_engine.slots.park_job`)."""
-    return await adb.run(
-        lambda c: park_job(adb.db, job_id, now=now, actor=actor, conn=c), conn=conn
-    )
+    return await _slot_action(adb, park_job, job_id, actor, now, conn)
 
 
 async def disable_slot_async(
@@ -244,9 +242,7 @@ async def disable_slot_async(
     conn: Transaction | None = None,
 ) -> Job:
     """Take a slot out of service (see :func:`~kickside_engine.slots.disable_slot`)."""
-    return await adb.run(
-        lambda c: disable_slot(adb.db, job_id, now=now, actor=actor, conn=c), conn=conn
-    )
+    return await _slot_action(adb, disable_slot, job_id, actor, now, conn)
 
 
 async def enable_slot_async(
@@ -258,9 +254,7 @@ async def enable_slot_async(
     conn: Transaction | None = None,
 ) -> Job:
     """Put a disabled slot back in service (see :func:`~kickside_engine.slots.enable_slot`)."""
-    return await adb.run(
-        lambda c: enable_slot(adb.db, job_id, now=now, actor=actor, conn=c), conn=conn
-    )
+    return await _slot_action(adb, enable_slot, job_id, actor, now, conn)
 
 
 async def purge_slot_async(
@@ -283,6 +277,18 @@ async def purge_slot_async(
     if isinstance(outcome, PurgePending):
         raise ConflictError(outcome.message, details=outcome.details)
     return outcome
+
+
+async def _slot_action(
+    adb: AsyncDatabase,
+    action: Callable[..., Job],
+    job_id: uuid.UUID | str,
+    actor: Actor | None,
+    now: datetime | None,
+    conn: Transaction | None,
+) -> Job:
+    """Run one of :mod:`~kickside_engine.slots`' actions on the database's worker thread."""
+    return await adb.run(lambda c: action(adb.db, job_id, now=now, actor=actor, conn=c), conn=conn)
 
 
 def _when_and_who(now: datetime | None, actor: Actor | None) -> tuple[datetime, Actor]:

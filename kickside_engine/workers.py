@@ -63,6 +63,39 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_TIMEOUT = timedelta(minutes=5)
 
 
+def _require_perform_signature(name: str | None, target: Any) -> None:
+    """Refuse, when it is declared, a worker that cannot be called as ``perform(args, job)``:
+    otherwise every attempt of every one of its jobs fails with the same ``TypeError`` until
+    the job is discarded."""
+    what = f"worker {name!r}" if name else f"worker {getattr(target, '__qualname__', target)!r}"
+    if isinstance(target, type):
+        raw = inspect.getattr_static(target, "perform", None)
+        fn = getattr(target, "perform", None)
+        if raw is None or not callable(fn):
+            raise InvalidArgumentError(f"{what}: class {target.__qualname__} has no perform method")
+        # A plain method is read off the class unbound: it takes the instance first.
+        receivers = 0 if isinstance(raw, (staticmethod, classmethod)) else 1
+        shown = f"{target.__qualname__}.perform"
+    else:
+        fn, receivers, shown = target, 0, getattr(target, "__qualname__", repr(target))
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a callable whose signature Python cannot read (a builtin): called as it is
+    try:
+        signature.bind(*([None] * (receivers + 2)))
+    except TypeError:
+        expected = "perform(self, args, job)" if receivers else "perform(args, job)"
+        bare = signature.replace(
+            parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+            return_annotation=signature.empty,
+        )
+        raise InvalidArgumentError(
+            f"{what}: {shown}{bare} cannot be called as {expected}: a worker takes the job's "
+            "args and the job"
+        ) from None
+
+
 def _class_perform(cls: Any) -> Perform:
     """``perform`` of a fresh ``cls`` per job; a coroutine function when ``cls.perform`` is."""
     if inspect.iscoroutinefunction(cls.perform):
@@ -182,11 +215,13 @@ class WorkerRegistry:
         self.hooks = Hooks()
 
     def register(self, spec: WorkerSpec) -> WorkerSpec:
-        """Add a worker; a second worker with the same name is an error.
+        """Add a worker; a second worker with the same name is an error, and so is one whose
+        ``perform`` cannot be called as ``perform(args, job)``.
 
         The registry's ``sensitive_keys`` are added to the worker's (the spec registered is
         then a copy carrying both).
         """
+        _require_perform_signature(spec.name, spec.perform)
         if not self.sensitive_keys <= spec.sensitive_keys:
             keys = spec.sensitive_keys | self.sensitive_keys
             spec = dataclasses.replace(spec, sensitive_keys=keys)
@@ -266,6 +301,7 @@ class WorkerRegistry:
         return decorate
 
     def _declare(self, target: F, name: str | None, options: Mapping[str, Any]) -> F:
+        _require_perform_signature(name, target)
         if isinstance(target, type):
             cls = target
             perform: Perform = _class_perform(cls)
