@@ -169,7 +169,8 @@ OPTIONS: tuple[Option, ...] = (
            unset="what the executors get through in one database turn, 2-12 per place"),
     Option("process_executors", "--process-executors", f"{_W}.process_executors", None,
            parse_count, "Executor processes for sync jobs, one job each.", metavar="COUNT",
-           unset="the sum of the queues' concurrency if the app has sync workers, else 0"),
+           unset="the concurrency of the queues sync workers may use (all but those only "
+           "async def workers declare) if the app has sync workers, else 0"),
     Option("async_executors", "--async-executors", f"{_W}.async_executors", None, parse_count,
            "Executor processes with an event loop for async def jobs.", metavar="COUNT",
            unset="1 if the app has async def workers, else 0"),

@@ -63,7 +63,7 @@ POOL_FIELDS = {
     "prefetch": "jobs claimed ahead of free executors while jobs are fast (None: automatic, "
     "0: off)",
     "process_executors": "process executors for sync jobs (None: the sum of the queues' "
-    "concurrency)",
+    "concurrency, leaving out queues only `async def` workers declare)",
     "async_executors": "async executors for `async def` jobs (None: one when the app has an "
     "async worker, else none)",
     "async_slots": "how many jobs each async executor runs at once",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -35,10 +36,21 @@ def load_registry(app: str) -> WorkerRegistry:
 
 
 class WorkerKinds(NamedTuple):
-    """Which kinds of worker an app registers."""
+    """Which kinds of worker an app registers, and the queues only its ``async def`` workers
+    declare (a pool sizes no process executors for those)."""
 
     has_sync: bool
     has_async: bool
+    async_only_queues: frozenset[str] = frozenset()
+
+
+def worker_kinds(declared: Iterable[tuple[str, bool]]) -> WorkerKinds:
+    """The kinds of the workers ``declared`` as ``(queue, is_async)`` pairs."""
+    sync_queues: set[str] = set()
+    async_queues: set[str] = set()
+    for queue, is_async in declared:
+        (async_queues if is_async else sync_queues).add(queue)
+    return WorkerKinds(bool(sync_queues), bool(async_queues), frozenset(async_queues - sync_queues))
 
 
 class SupervisorApp:
@@ -76,8 +88,7 @@ class SupervisorApp:
         """Whether the app has sync and ``async def`` workers; None when it did not load."""
         if self.registry is None:
             return None
-        specs = list(self.registry)
-        return WorkerKinds(any(not s.is_async for s in specs), any(s.is_async for s in specs))
+        return worker_kinds((spec.queue, spec.is_async) for spec in self.registry)
 
     def require(self) -> WorkerRegistry:
         """The registry; raises what stopped the app loading when it did not."""
@@ -122,6 +133,8 @@ class WorkerInfo:
     slot_backoff: Backoff | None
     #: An ``async def`` worker: its jobs run on async executors only.
     is_async: bool = False
+    #: The queue it declares (its jobs' default).
+    queue: str = "default"
 
     def backoff_for(self, is_slot: bool) -> Backoff:
         """The retry policy for a slot or a one-shot job of this worker."""
@@ -131,6 +144,8 @@ class WorkerInfo:
 def worker_infos(registry: WorkerRegistry) -> dict[str, WorkerInfo]:
     """The timeout and retry policy of every registered worker."""
     return {
-        spec.name: WorkerInfo(spec.timeout, spec.backoff, spec.slot_backoff, spec.is_async)
+        spec.name: WorkerInfo(
+            spec.timeout, spec.backoff, spec.slot_backoff, spec.is_async, spec.queue
+        )
         for spec in registry
     }

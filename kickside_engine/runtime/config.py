@@ -169,8 +169,9 @@ class PoolConfig:
     #: the executors get through during one database turn, from 2 to 12 per place (a process
     #: executor is one place, an async executor one per slot); 0: claim only for free places.
     prefetch: int | None = None
-    #: How many process executors run sync jobs. None: the sum of the queues' concurrency when
-    #: the app has a sync worker, else none.
+    #: How many process executors run sync jobs. None: when the app has a sync worker, the sum
+    #: of the queues' concurrency, leaving out the queues that only its ``async def`` workers
+    #: declare; else none.
     process_executors: int | None = None
     #: How many async executors run ``async def`` jobs, each an event loop with up to
     #: ``async_slots`` jobs at once. None: one when the app has an async worker, else none.

@@ -2,8 +2,11 @@
 
 A pool runs sync jobs on process executors (threads in a thread pool) and ``async def`` jobs
 on async executors (:func:`new_executor`). Left to the pool (``process_executors`` or
-``async_executors`` of ``None``), the counts follow the app's workers: process executors (the
-sum of the queues' concurrency) for sync workers, one async executor for ``async def`` workers.
+``async_executors`` of ``None``), the counts follow the app's workers: for sync workers,
+process executors as many as the concurrency of the pool's queues, leaving out the queues that
+only ``async def`` workers declare (``--queues default:4,io:200`` for sync workers on
+``default`` and async ones on ``io`` runs 4 processes, not 204); one async executor for
+``async def`` workers.
 At start the counts come from the app as the supervisor sees it
 (:class:`~kickside_engine.runtime.app.SupervisorApp`); later, an executor that reports workers
 of a kind the pool has no executor for brings executors of that kind.
@@ -11,9 +14,10 @@ of a kind the pool has no executor for brings executors of that kind.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
-from kickside_engine.runtime.app import SupervisorApp, WorkerKinds
+from kickside_engine.runtime.app import SupervisorApp, WorkerKinds, worker_kinds
 from kickside_engine.runtime.async_executor import AsyncProcessExecutor, AsyncThreadExecutor
 from kickside_engine.runtime.config import PoolConfig
 from kickside_engine.runtime.executors import Executor, ProcessExecutor, ThreadExecutor
@@ -41,7 +45,10 @@ def starting_counts(config: PoolConfig, kinds: WorkerKinds | None) -> tuple[int,
     with today's counts."""
     processes = config.process_executors
     if processes is None:
-        processes = config.executors if kinds is None or kinds.has_sync else 0
+        if kinds is None:
+            processes = config.executors
+        else:
+            processes = sync_executors(config, kinds) if kinds.has_sync else 0
     count = config.async_executors
     if count is None and kinds is not None:
         count = 1 if kinds.has_async else 0
@@ -52,16 +59,25 @@ def starting_counts(config: PoolConfig, kinds: WorkerKinds | None) -> tuple[int,
     return processes, count or 0
 
 
+def sync_executors(config: PoolConfig, kinds: WorkerKinds) -> int:
+    """The process executors for an app with sync workers, left to the pool: the concurrency
+    of the pool's queues but those only ``async def`` workers declare. A sync job routed to
+    such a queue (``.queue("io")``) waits for a pool with process executors, as any job whose
+    worker a pool cannot run."""
+    return sum(n for queue, n in config.queues.items() if queue not in kinds.async_only_queues)
+
+
 def executors_to_add(
     config: PoolConfig,
     executors: Iterable[Executor],
-    workers: Collection[str],
+    workers: Mapping[str, Any],
     async_workers: Collection[str],
 ) -> list[bool]:
-    """The executors to start (``is_async`` of each) once an executor reported ``workers``,
-    ``async_workers`` of them ``async def``: an async executor if the pool has none, and
-    process executors if it has none and new code brought sync workers to a pool that ran
-    async workers only; each only when the config leaves that kind's count to the app."""
+    """The executors to start (``is_async`` of each) once an executor reported ``workers``
+    (each one's :class:`~kickside_engine.runtime.app.WorkerInfo`), ``async_workers`` of them
+    ``async def``: an async executor if the pool has none, and process executors
+    (:func:`sync_executors`) if it has none and new code brought sync workers to a pool that
+    ran async workers only; each only when the config leaves that kind's count to the app."""
     running = {ex.is_async for ex in executors}
     added: list[bool] = []
     if async_workers and config.async_executors is None and True not in running:
@@ -71,5 +87,9 @@ def executors_to_add(
         and config.process_executors is None
         and False not in running
     ):
-        added += [False] * config.executors
+        kinds = worker_kinds(
+            (getattr(info, "queue", "default"), name in async_workers)
+            for name, info in workers.items()
+        )
+        added += [False] * sync_executors(config, kinds)
     return added
