@@ -14,6 +14,7 @@ of a kind the pool has no executor for brings executors of that kind.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -57,6 +58,26 @@ def starting_counts(config: PoolConfig, kinds: WorkerKinds | None) -> tuple[int,
     if processes == 0 and not count:
         processes = config.executors  # an app without workers: report it as ever
     return processes, count or 0
+
+
+#: Process executors per CPU above which a pool's start warns: each is a Python process of its
+#: own (tens of MB, and a second or so of a core to start), so that 200 on 2 CPUs took 7 GB
+#: and minutes before the first was ready.
+PROCESSES_PER_CPU = 16
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's or ``taskset``'s share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def crowded(processes: int, cpus: int) -> bool:
+    """Whether ``processes`` process executors are more than :data:`PROCESSES_PER_CPU` for
+    each of ``cpus`` CPUs."""
+    return processes > PROCESSES_PER_CPU * max(1, cpus)
 
 
 def sync_executors(config: PoolConfig, kinds: WorkerKinds) -> int:

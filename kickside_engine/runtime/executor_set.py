@@ -38,7 +38,13 @@ from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_fo
 from kickside_engine.models import ClaimedJob, JobState
 from kickside_engine.runtime.app import SupervisorApp, WorkerInfo, code_version
 from kickside_engine.runtime.config import PoolConfig
-from kickside_engine.runtime.executor_kinds import executors_to_add, new_executor, starting_counts
+from kickside_engine.runtime.executor_kinds import (
+    crowded,
+    executors_to_add,
+    new_executor,
+    starting_counts,
+    usable_cpus,
+)
 from kickside_engine.runtime.executors import (
     EXIT_MAIN_NOT_GUARDED,
     Executor,
@@ -130,6 +136,15 @@ class ExecutorSet(Placement):
         as :func:`~kickside_engine.runtime.executor_kinds.starting_counts` says for the app's
         workers."""
         processes, count = starting_counts(self.config, self.app.worker_kinds())
+        cpus = usable_cpus()
+        if self.config.mode == "process" and crowded(processes, cpus):
+            log.warning(
+                "more process executors than this machine runs well: each is a Python process "
+                "running one sync job at a time; async def workers run many jobs in one "
+                "process, and --process-executors (PoolConfig(process_executors=N)) sets the "
+                "count",
+                extra={"process_executors": processes, "cpus": cpus},
+            )
         for _ in range(processes):
             self.spawn()
         for _ in range(count):

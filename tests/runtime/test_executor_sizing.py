@@ -6,8 +6,10 @@ processes, both backends."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from datetime import timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -172,5 +174,30 @@ def test_kickside_worker_for_a_mixed_app_starts_processes_for_its_sync_queues_on
         # The supervisor, two process executors, one async executor (and multiprocessing's
         # resource tracker, if it started one): not 202 processes.
         assert len(process_tree(worker.pid)) <= 5
+    finally:
+        stop(worker)
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+@pytest.mark.parametrize(("queues", "warned"), [("default:17", True), ("default:2", False)])
+def test_a_pool_starting_more_processes_than_its_cpus_run_well_says_so(
+    db: Database, target: Target, tmp_path: Path, queues: str, warned: bool
+) -> None:
+    """Pinned to one CPU, 17 process executors are more than 16 a CPU: the operator is told,
+    with the counts and what to do instead; 2 are not."""
+    log = tmp_path / "worker.log"
+    job = enqueue(db, JobBuilder("noop", {}))
+    worker = start_worker(target.cli_args(), queues=queues, log=log, prefix=["taskset", "-c", "0"])
+    warning = "more process executors than this machine runs well"
+    try:
+        if warned:
+            wait_for(lambda: warning in log.read_text(), 60, "the warning")
+            line = next(x for x in log.read_text().splitlines() if warning in x)
+            assert "process_executors=17" in line and "cpus=1" in line
+            assert "async def workers run many jobs in one process" in line
+            assert "--process-executors" in line
+        else:
+            wait_for(lambda: _completed(db, job.id), 60, "the job ran")
+            assert warning not in log.read_text()
     finally:
         stop(worker)

@@ -35,14 +35,17 @@ def start_worker(
     env: dict[str, str] | None = None,
     pythonpath: list[str] | None = None,
     log: Path | None = None,
+    prefix: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `kickside worker` in its own process (and process group)."""
+    """Start `kickside worker` in its own process (and process group); ``prefix`` runs it
+    through a command that then executes it in the same process (``taskset -c 0``)."""
     path = [str(ROOT), *(pythonpath or [])]
     full_env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(path)}
     out = open(log, "ab") if log else None  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(
             [
+                *(prefix or []),
                 sys.executable,
                 "-m",
                 "kickside_tui.cli",
