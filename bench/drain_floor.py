@@ -73,12 +73,13 @@ STOP = b"x"
 #: A job crosses the workers' pipes as its index in the drain's list of claimed ids.
 HANDLE = struct.Struct("=I")
 #: PostgreSQL: the settle of the jobs that ended, then the claim, each with its run row.
-#: The settle's job update alone (``--writes lease_only`` keeps no run history).
-SETTLE_JOBS = (
-    "UPDATE kickside_job SET state = 'completed', completed_at = now(), "
-    "finalized_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, "
-    "updated_at = now() WHERE id = ANY(%(ids)s) RETURNING id"
+#: What the settle sets on a job row that completed.
+COMPLETED = (
+    "state = 'completed', completed_at = now(), finalized_at = now(), lease_owner = NULL, "
+    "lease_token = NULL, lease_expires_at = NULL, updated_at = now()"
 )
+#: The settle's job update alone (``--writes lease_only`` keeps no run history).
+SETTLE_JOBS = f"UPDATE kickside_job SET {COMPLETED} WHERE id = ANY(%(ids)s) RETURNING id"
 SETTLE = (
     f"WITH settled AS ({SETTLE_JOBS}) "
     "UPDATE kickside_job_run SET finished_at = now(), duration_ms = 1, outcome = 'completed' "
@@ -137,9 +138,8 @@ LEAN_CHANGES = (
     "DROP INDEX ix_kickside_job_run_finished_at",
 )
 LEAN_SETTLE = (
-    "WITH settled AS (UPDATE kickside_job j SET state = 'completed', completed_at = now(), "
-    "finalized_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, "
-    "updated_at = now() FROM kickside_job was WHERE was.id = j.id AND j.id = ANY(%(ids)s) "
+    f"WITH settled AS (UPDATE kickside_job j SET {COMPLETED} "
+    "FROM kickside_job was WHERE was.id = j.id AND j.id = ANY(%(ids)s) "
     "RETURNING j.id, j.attempt, j.queue, j.worker, was.lease_owner, was.lease_token, "
     "was.attempted_at) "
     "INSERT INTO kickside_job_run (job_id, attempt, queue, worker, node, lease_token, "

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kickside_engine.callables import refused_signature
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.models import Job, JobState
 from kickside_engine.redact import redact_text
@@ -129,17 +130,10 @@ class Hooks:
         """Append ``fn`` (innermost so far) to the chain of its kind (sync or async)."""
         if not callable(fn):
             raise InvalidArgumentError(f"middleware must be callable, got {fn!r}")
-        try:
-            signature = inspect.signature(fn)
-        except (TypeError, ValueError):  # no signature to read (a builtin): taken on trust
-            signature = None
-        if signature is not None:
-            try:
-                signature.bind(None, None, None)
-            except TypeError:
-                raise InvalidArgumentError(
-                    f"middleware {_name(fn)} must take (call_next, args, job), got {signature}"
-                ) from None
+        if (signature := refused_signature(fn, 3)) is not None:
+            raise InvalidArgumentError(
+                f"middleware {_name(fn)} must take (call_next, args, job), got {signature}"
+            )
         chain = self.async_middleware if _is_async(fn) else self.sync_middleware
         chain.append(fn)
         self._chains.clear()

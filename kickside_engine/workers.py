@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from kickside_engine.backoff import DEFAULT_BACKOFF, Backoff, retry_policy
 from kickside_engine.builder import JobBuilder
+from kickside_engine.callables import refused_signature
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.hooks import Hooks, Middleware
 from kickside_engine.outcomes import Outcome
@@ -78,22 +79,18 @@ def _require_perform_signature(name: str | None, target: Any) -> None:
         shown = f"{target.__qualname__}.perform"
     else:
         fn, receivers, shown = target, 0, getattr(target, "__qualname__", repr(target))
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return  # a callable whose signature Python cannot read (a builtin): called as it is
-    try:
-        signature.bind(*([None] * (receivers + 2)))
-    except TypeError:
-        expected = "perform(self, args, job)" if receivers else "perform(args, job)"
-        bare = signature.replace(
-            parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
-            return_annotation=signature.empty,
-        )
-        raise InvalidArgumentError(
-            f"{what}: {shown}{bare} cannot be called as {expected}: a worker takes the job's "
-            "args and the job"
-        ) from None
+    signature = refused_signature(fn, receivers + 2)
+    if signature is None:
+        return
+    expected = "perform(self, args, job)" if receivers else "perform(args, job)"
+    bare = signature.replace(
+        parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+        return_annotation=signature.empty,
+    )
+    raise InvalidArgumentError(
+        f"{what}: {shown}{bare} cannot be called as {expected}: a worker takes the job's "
+        "args and the job"
+    )
 
 
 def _class_perform(cls: Any) -> Perform:

@@ -136,8 +136,7 @@ class ExecutorSet(Placement):
         as :func:`~kickside_engine.runtime.executor_kinds.starting_counts` says for the app's
         workers."""
         processes, count = starting_counts(self.config, self.app.worker_kinds())
-        cpus = usable_cpus()
-        if self.config.mode == "process" and crowded(processes, cpus):
+        if self.config.mode == "process" and crowded(processes, cpus := usable_cpus()):
             log.warning(
                 "more process executors than this machine runs well: each is a Python process "
                 "running one sync job at a time; async def workers run many jobs in one "
