@@ -17,15 +17,19 @@ from kickside_engine.models import ClaimedJob
 #: Prefetch only while executions average under this: for slower jobs a round trip is noise,
 #: and a prefetched job would wait behind them.
 PREFETCH_BELOW_MS = 20
-#: Without ``PoolConfig.prefetch``, the buffer holds from 2 to 12 jobs per place: as many as
-#: the executors get through during one turn (see :func:`prefetch_limit`).
-PREFETCH_PER_PLACE = (2, 12)
-#: The most per place on SQLite. Its turn is a transaction whose commit writes every page the
-#: turn touched to the WAL, and whose statements cost less per job the more jobs they carry:
-#: one thread running 200-job turns back to back spent 117 µs per job against 149 in 64-job
-#: turns. A pool capped at 12 per place claimed about 64 jobs a turn; at 24, 120, and drained
-#: 11 % (process executors) to 15 % (an async executor) faster.
-PREFETCH_MOST_PER_PLACE_SQLITE = 24
+#: Without ``PoolConfig.prefetch``, the buffer holds from 2 to 96 jobs per place: as many as
+#: the executors get through during one turn (see :func:`prefetch_limit`). The upper bound only
+#: binds for jobs of about a millisecond or less, where each turn's claims are what the
+#: executors run until the next turn is back. A turn costs less per job the more it carries (its
+#: round trip and commit are paid once), so the bigger bound made bigger, cheaper turns: a
+#: no-op drain with process executors ran 1.38x faster with 48 than with 12 on PostgreSQL, and
+#: 1.14x faster with 96 than with 24 on SQLite, with less CPU per job (``bench.ab``,
+#: 2026-12-07 evening, in docs/about/performance.md).
+PREFETCH_PER_PLACE = (2, 96)
+#: The most jobs a pool's buffer holds, whatever its places: a pool with 200 async slots and
+#: jobs of a millisecond would otherwise hold 19,200 claimed jobs under its leases, all of
+#: them waiting out a lease if it is killed.
+PREFETCH_MOST = 1_000
 #: How many jobs an idle process executor is handed at once while executions are fast (see
 #: ``PoolConfig.handoff_batch``): one message there, and no round trip through the supervisor
 #: between them. Batches of four, each result sent as its job ends, drained no-op jobs 1.17x
@@ -40,33 +44,24 @@ BATCH_BELOW_MS = 1.0
 HANDOFF_MS = 0.5
 
 
-def prefetch_limit(
-    places: int,
-    configured: int | None,
-    turn_ms: float,
-    execution_ms: float,
-    *,
-    most_per_place: int = PREFETCH_PER_PLACE[1],
-) -> int:
+def prefetch_limit(places: int, configured: int | None, turn_ms: float, execution_ms: float) -> int:
     """How many claimed jobs may wait for an executor: ``configured`` when set, else enough
     to keep every place busy through one database turn of ``turn_ms``, given executions of
     ``execution_ms`` (counted as at least :data:`HANDOFF_MS`), within
-    :data:`PREFETCH_PER_PLACE` per place (``most_per_place`` instead of its upper bound:
-    :data:`PREFETCH_MOST_PER_PLACE_SQLITE` on SQLite). A place runs one job at a time: a
-    process executor is one, an async executor one per slot.
+    :data:`PREFETCH_PER_PLACE` per place and :data:`PREFETCH_MOST` in all. A place runs one
+    job at a time: a process executor is one, an async executor one per slot.
 
     A turn is a round trip and a commit, whatever the batch: while it runs, executors that
     have nothing buffered sit idle. A drain timeline with twice the executors buffered showed
-    them idle for most of every turn; six times was 1.6x the throughput. With the turn's
-    statement cheaper per job, its fixed cost (round trip, commit, ~1.3 ms) became the larger
-    part of a 35-job turn: twelve times makes ~63-job turns, 8 % more throughput; twenty
-    gained 4 % more for turns of 16 ms, so the cap stays at twelve.
+    them idle for most of every turn; six times was 1.6x the throughput. With twelve per place
+    at most, a no-op drain's turns (78 jobs, 14 ms) came back to executors that had all been
+    idle for part of it, their buffer empty: the turns were the drain's pace.
     """
     if configured is not None:
         return configured
-    low = PREFETCH_PER_PLACE[0]
+    low, high = PREFETCH_PER_PLACE
     per_place = math.ceil(turn_ms / max(execution_ms, HANDOFF_MS))
-    return places * max(low, min(most_per_place, per_place))
+    return min(places * max(low, min(high, per_place)), max(PREFETCH_MOST, places * low))
 
 
 class PrefetchBuffer:

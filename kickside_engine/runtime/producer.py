@@ -24,8 +24,6 @@ from kickside_engine.runtime.executor_set import ExecutorSet
 from kickside_engine.runtime.executors import Executor
 from kickside_engine.runtime.prefetch import (
     PREFETCH_BELOW_MS,
-    PREFETCH_MOST_PER_PLACE_SQLITE,
-    PREFETCH_PER_PLACE,
     PrefetchBuffer,
     prefetch_limit,
 )
@@ -65,9 +63,6 @@ class Producer:
         self.wake = wake
         #: Runs the turns (the one attribute a turn on the store thread touches).
         self.turns = TurnRunner(db, config, node)
-        self._most_per_place = (
-            PREFETCH_MOST_PER_PLACE_SQLITE if db.is_sqlite else PREFETCH_PER_PLACE[1]
-        )
         #: Claimed but not yet handed to an executor (see ``PoolConfig.prefetch``): dispatched
         #: the moment an executor frees up, without waiting for a database round trip.
         self.buffer = PrefetchBuffer()
@@ -248,7 +243,6 @@ class Producer:
             self.config.prefetch,
             self._turn_ms,
             self.executors.recent_ms,
-            most_per_place=self._most_per_place,
         )
 
     def _assign(

@@ -17,7 +17,7 @@ from kickside_engine import Database, Job, JobBuilder, WorkerRegistry, enqueue_m
 from kickside_engine.clock import utcnow
 from kickside_engine.runtime import PoolConfig, WorkerPool
 from kickside_engine.runtime.prefetch import (
-    PREFETCH_MOST_PER_PLACE_SQLITE,
+    PREFETCH_MOST,
     PREFETCH_PER_PLACE,
     prefetch_limit,
 )
@@ -124,17 +124,22 @@ def test_an_async_only_pool_prefetches_for_its_slots(db: Database) -> None:
     assert not pool.buffer
 
 
-def test_prefetch_limit_covers_one_turn_within_two_to_twelve_jobs_per_place() -> None:
+def test_prefetch_limit_covers_one_turn_within_two_to_ninety_six_jobs_per_place() -> None:
     assert prefetch_limit(10, None, turn_ms=0.0, execution_ms=20.0) == 20  # nothing measured yet
     assert prefetch_limit(10, None, turn_ms=12.0, execution_ms=4.0) == 30  # 3 jobs per turn
-    assert prefetch_limit(10, None, turn_ms=9.0, execution_ms=0.0) == 120  # no-ops: capped
-    assert prefetch_limit(10, None, turn_ms=3.0, execution_ms=0.0) == 60  # 0.5 ms hand-offs
+    assert prefetch_limit(10, None, turn_ms=9.0, execution_ms=0.0) == 180  # 0.5 ms hand-offs
+    assert prefetch_limit(10, None, turn_ms=60.0, execution_ms=0.0) == 960  # no-ops: capped
     assert prefetch_limit(10, None, turn_ms=2.0, execution_ms=50.0) == 20  # slow jobs: the floor
     assert prefetch_limit(10, 5, turn_ms=100.0, execution_ms=0.0) == 5  # configured: as given
     assert prefetch_limit(10, 0, turn_ms=100.0, execution_ms=0.0) == 0
-    # SQLite's turns carry more (their commit and statements cost less per job in bigger ones).
-    assert prefetch_limit(10, None, turn_ms=11.0, execution_ms=0.0, most_per_place=24) == 220
-    assert prefetch_limit(10, None, turn_ms=30.0, execution_ms=0.0, most_per_place=24) == 240
+
+
+def test_prefetch_limit_holds_at_most_a_thousand_jobs_whatever_the_places() -> None:
+    # 200 async slots with no-op jobs: not 19,200 claimed jobs under one pool's leases.
+    assert prefetch_limit(200, None, turn_ms=60.0, execution_ms=0.0) == PREFETCH_MOST == 1_000
+    assert prefetch_limit(200, None, turn_ms=2.0, execution_ms=10.0) == 400  # the floor holds
+    assert prefetch_limit(800, None, turn_ms=60.0, execution_ms=0.0) == 1_600  # 2 per place
+    assert prefetch_limit(200, 5_000, turn_ms=60.0, execution_ms=0.0) == 5_000  # configured
 
 
 def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
@@ -160,8 +165,7 @@ def test_fast_jobs_behind_slow_turns_fill_a_deeper_buffer(db: Database) -> None:
     finally:
         pool.stop(30)
     assert deepest > 2 * 2  # the fixed default of twice the executors stopped at 4
-    most = PREFETCH_MOST_PER_PLACE_SQLITE if db.is_sqlite else PREFETCH_PER_PLACE[1]
-    assert deepest <= most * 2
+    assert deepest <= PREFETCH_PER_PLACE[1] * 2
 
 
 def test_prefetch_zero_claims_only_for_free_executors(db: Database) -> None:
