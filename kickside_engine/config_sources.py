@@ -166,7 +166,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefetch", "--prefetch", f"{_W}.prefetch", None, parse_count,
            "Jobs claimed ahead of free executors while jobs are fast (0: off).",
            metavar="COUNT",
-           unset="what the executors get through in one database turn, 2-12 per place"),
+           unset="what the executors get through in one database turn, 2-96 per place"),
     Option("process_executors", "--process-executors", f"{_W}.process_executors", None,
            parse_count, "Executor processes for sync jobs, one job each.", metavar="COUNT",
            unset="the concurrency of the queues sync workers may use (all but those only "

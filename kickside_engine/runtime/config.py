@@ -166,8 +166,9 @@ class PoolConfig:
     schedule: Sequence[Recurring] = ()
     #: How many claimed jobs may wait in the supervisor for an executor to free up, while jobs
     #: are fast (they then start without waiting for a database round trip). None: as many as
-    #: the executors get through during one database turn, from 2 to 12 per place (a process
-    #: executor is one place, an async executor one per slot); 0: claim only for free places.
+    #: the executors get through during one database turn, from 2 to 96 per place (a process
+    #: executor is one place, an async executor one per slot) and at most 1,000 in all unless
+    #: two per place is more; 0: claim only for free places.
     prefetch: int | None = None
     #: How many process executors run sync jobs. None: when the app has a sync worker, the sum
     #: of the queues' concurrency, leaving out the queues that only its ``async def`` workers
