@@ -4,6 +4,8 @@ each limit (table and --json), and `kickside explain` names a key at its rate.""
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from typer.testing import CliRunner, Result
@@ -38,9 +40,20 @@ def settings(db: Database) -> dict[str, Any]:
     return {s.key: s.value for s in get_settings(db, NS)}
 
 
+def _early_in_a_minute() -> None:
+    """Rate windows are clock minutes and hours: start in a minute's first 45 s, so that the
+    claims and the reads of their usage fall in one window (a read just past a minute's end
+    saw the new window's 0 once, under CI load)."""
+    now = datetime.now(UTC)
+    second = now.second + now.microsecond / 1e6
+    if second > 45:
+        time.sleep(60.1 - second)
+
+
 def test_capacity_set_writes_rates_and_shows_usage_against_each(
     db: Database, target: Target
 ) -> None:
+    _early_in_a_minute()
     for key in ("acct-1", "acct-1", "acct-1", "acct-2"):
         enqueue(db, rated(key))
     written = cli_json(
