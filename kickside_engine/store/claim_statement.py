@@ -12,6 +12,7 @@ per schema and shape (building costs more than running) and run by
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -38,10 +39,43 @@ from kickside_engine.store.types import UTCDateTime
 
 
 def fresh_token_sql(dialect: str) -> Any:
-    """A SQL expression yielding a new random UUID for each row (the lease's fencing token)."""
+    """A SQL expression yielding a new UUID for each row (the lease's fencing token): a
+    UUIDv7, the claim's :func:`token_prefix` (the ``p_token_prefix`` parameter) followed by
+    random digits (74 random bits on PostgreSQL, 72 on SQLite).
+
+    The run table's unique index on ``lease_token`` holds every run ever recorded. Random
+    tokens put each claim's new entries on as many different pages of it as there are jobs
+    in the claim: on SQLite two thirds of the pages a drain's commit wrote were that index's
+    (0.92 pages a job; 0.43 with time-ordered tokens, whose entries land together at the
+    index's end).
+    """
+    prefix = bindparam("p_token_prefix", type_=String)
     if dialect == "postgresql":
-        return func.gen_random_uuid()
-    return func.lower(func.hex(func.randomblob(16)))
+        # The random UUID's text from its version digit on: 'xxx-Vxxx-xxxxxxxxxxxx', whose
+        # variant digit gen_random_uuid() already set.
+        rest = func.substr(cast(func.gen_random_uuid(), String), 16)
+        return cast(prefix.concat(rest), Uuid())
+    # 3 random digits, the variant digit (8: binary 10xx), 15 random digits.
+    rest = func.lower(
+        func.substr(func.hex(func.randomblob(2)), 2)
+        .concat("8")
+        .concat(func.substr(func.hex(func.randomblob(8)), 2))
+    )
+    return prefix.concat(rest)
+
+
+def token_prefix(now: datetime, dialect: str) -> str:
+    """The head of the lease tokens a claim at ``now`` hands out: the 48-bit Unix millisecond
+    and the version digit 7 of a UUIDv7 (RFC 9562), as :func:`fresh_token_sql` joins it to
+    the random rest (PostgreSQL's with the text form's dashes)."""
+    ms = f"{(now - _EPOCH) // _MILLISECOND:012x}"
+    if dialect == "postgresql":
+        return f"{ms[:8]}-{ms[8:]}-7"
+    return f"{ms}7"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 
 
 @lru_cache(maxsize=64)

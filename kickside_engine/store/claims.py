@@ -35,6 +35,7 @@ from kickside_engine.store.claim_statement import (
     claim_and_settle_statement,
     claim_statement,
     driver_statement,
+    token_prefix,
 )
 from kickside_engine.store.database import Database
 from kickside_engine.store.driver_json import use_fast_json
@@ -142,6 +143,7 @@ def claim_jobs(
         "p_node": node,
         "p_expires": expires,
         "p_code_version": code_version,
+        "p_token_prefix": token_prefix(now, db.dialect),
     }
     by_worker = workers is not None
     if by_worker:

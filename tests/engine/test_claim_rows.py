@@ -8,10 +8,12 @@ unconverted shows here.
 from __future__ import annotations
 
 import json
-from datetime import UTC, timedelta
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
 
 from kickside_engine import (
     Database,
@@ -143,3 +145,24 @@ def test_a_turn_statement_fails_with_sqlalchemys_errors(db: Database) -> None:
         assert fetch_driver_rows(conn, "SELECT %(x)s::int", {"x": 7}) == [(7,)]  # still usable
     finally:
         close_turn_connection(conn)
+
+
+def test_lease_tokens_are_unique_uuid7s_ordered_by_claim_time(db: Database) -> None:
+    """Each claim hands out fencing tokens that are UUIDv7s of its own time: unique, with
+    random bits, and later claims' tokens sort after earlier ones', so the run table's token
+    index grows at its end (random tokens spread each claim over the whole index)."""
+    enqueue_many(db, [JobBuilder("noop") for _ in range(400)])
+    start = utcnow()
+    first = claim(db, queue="default", node="n1", limit=200, now=start)
+    second = claim(db, queue="default", node="n1", limit=200, now=start + timedelta(seconds=2))
+    tokens = [c.lease_token for c in first + second]
+    assert len(set(tokens)) == 400
+    for token in tokens:
+        assert token is not None and token.version == 7 and token.variant == uuid.RFC_4122
+    assert max(t.int for t in tokens[:200]) < min(t.int for t in tokens[200:])  # type: ignore[union-attr]
+    start_ms = (start - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+    assert {t.int >> 80 for t in tokens[:200]} == {start_ms}  # type: ignore[union-attr]
+    assert len({t.int & ((1 << 62) - 1) for t in tokens}) == 400  # type: ignore[union-attr]
+    with db.read() as conn:
+        stored = {row[0] for row in conn.execute(select(db.tables.job_run.c.lease_token))}
+    assert stored == set(tokens)  # the run rows carry the same tokens

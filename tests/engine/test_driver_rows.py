@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from kickside_engine import Database, JobBuilder, claim, enqueue_fanout
 from kickside_engine.lifecycle import ExecutionResult, ResultKind, settlement_for
 from kickside_engine.store import settle as settle_module
-from kickside_engine.store.claim_statement import claim_statement
+from kickside_engine.store.claim_statement import claim_statement, token_prefix
 from kickside_engine.store.claims import start_runs
 from kickside_engine.store.settle import settle, settle_batch
 from kickside_engine.store.sqlite_batches import _job_update_sql, _run_update_sql, insert_rows
@@ -188,6 +188,7 @@ def test_a_sqlite_claim_updates_its_jobs_by_primary_key_not_the_backlog(
             "p_node": "n",
             "p_expires": NOW,
             "p_code_version": None,
+            "p_token_prefix": token_prefix(NOW, "sqlite"),
             **({"p_workers": ["noop"]} if by_worker else {}),
         }
     )
