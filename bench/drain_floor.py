@@ -59,7 +59,7 @@ import psycopg
 from bench.cpu import process_tree_cpu_seconds
 from bench.peers.runner import conninfo
 from bench.targets import DEFAULT_POSTGRES_URL, Target, postgresql_target, sqlite_target
-from bench.write_cost import SQLITE, claim_sql, writes_sql
+from bench.write_cost import POSTGRESQL_TOKEN, SQLITE, claim_sql, writes_sql
 from kickside_engine import JobBuilder, enqueue_fanout
 
 IO_SLOTS = 200
@@ -88,7 +88,7 @@ SETTLE = (
 #: The claim's job update alone (``--writes lean`` writes no run row at the claim).
 CLAIM_JOBS = (
     "UPDATE kickside_job SET state = 'executing', attempt = attempt + 1, "
-    "lease_owner = 'floor', lease_token = gen_random_uuid(), "
+    f"lease_owner = 'floor', lease_token = {POSTGRESQL_TOKEN}, "
     "lease_expires_at = now() + interval '5 minutes', attempted_at = now(), updated_at = now() "
     "WHERE id IN (SELECT id FROM kickside_job WHERE state = 'available' AND queue = 'default' "
     "AND scheduled_at <= now() ORDER BY priority, scheduled_at, id LIMIT %(limit)s "

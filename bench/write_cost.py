@@ -90,17 +90,29 @@ CHANGES: dict[str, tuple[str, ...]] = {
 }
 #: Variants that change what only PostgreSQL has (triggers, enforced foreign keys).
 POSTGRESQL_ONLY = {"updated_at_when", "no_run_fk", "run_hot"}
+#: A fresh lease token as Kickside's claim makes it: time-ordered (a UUIDv7 of the statement's
+#: millisecond and random bits), so that a claim's run rows enter the unique token index at its
+#: end (``fresh_token_sql`` in ``kickside_engine/store/claim_statement.py``).
+SQLITE_TOKEN = (
+    "lower(printf('%012x', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) || '7' "
+    "|| substr(hex(randomblob(2)), 2) || '8' || substr(hex(randomblob(8)), 2))"
+)
+POSTGRESQL_TOKEN = (
+    "CAST(encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING "
+    "substring(int8send(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint) "
+    "FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex') AS uuid)"
+)
 #: The statements, with ``{ids}`` for the batch's placeholders; per backend below.
 SQLITE = {
     "now": "2026-12-03 12:00:00.000000",
     "due": "9999-12-31 00:00:00.000000",
-    "token": "lower(hex(randomblob(16)))",
+    "token": SQLITE_TOKEN,
     "mark": "?",
 }
 POSTGRESQL = {
     "now": "2026-12-03 12:00:00+00",
     "due": "9999-12-31 00:00:00+00",
-    "token": "gen_random_uuid()",
+    "token": POSTGRESQL_TOKEN,
     "mark": "%s",
 }
 
