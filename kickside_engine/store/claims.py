@@ -49,7 +49,7 @@ from kickside_engine.store.leases import (
 )
 from kickside_engine.store.rows import job_from_driver_row, job_from_row, sqlite_job_decoder
 from kickside_engine.store.settle import UnnestSettle
-from kickside_engine.store.sqlite_batches import insert_rows
+from kickside_engine.store.sqlite_batches import open_runs
 from kickside_engine.store.sqlite_driver import driver_statement as driver_statement_sqlite
 from kickside_engine.store.sqlite_driver import fetch_rows, runs_on_sqlite3
 from kickside_engine.store.types import as_utc
@@ -193,7 +193,20 @@ def start_runs(
     now: datetime,
     code_version: str | None,
 ) -> None:
-    """Open one run-history row per claimed job."""
+    """Open one run-history row per claimed job (claimed in ``conn``'s transaction)."""
+    if runs_on_sqlite3(conn):  # one statement for the batch: see store.sqlite_batches
+        for node in dict.fromkeys(c.node for c in claimed):  # one, from a claim
+            ids = [c.job.id for c in claimed if c.node == node]
+            open_runs(
+                conn,
+                db.tables.job,
+                db.tables.job_run,
+                ids,
+                node=node,
+                code_version=code_version,
+                now=now,
+            )
+        return
     rows = [
         {
             "job_id": c.job.id,
@@ -208,10 +221,7 @@ def start_runs(
         }
         for c in claimed
     ]
-    if runs_on_sqlite3(conn):  # one statement for the batch: see store.sqlite_batches
-        insert_rows(conn, db.tables.job_run, rows)
-    else:
-        conn.execute(insert(db.tables.job_run), rows)
+    conn.execute(insert(db.tables.job_run), rows)
 
 
 def restamp_run(db: Database, lease_token: uuid.UUID, code_version: str | None) -> None:

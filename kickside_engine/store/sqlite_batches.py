@@ -14,7 +14,9 @@ reads text, integers and NULL back out of it unchanged, so the rows stored are t
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +24,12 @@ from sqlalchemy import Connection, Dialect, Table
 
 from kickside_engine.models import JobState
 from kickside_engine.store.driver_rows import fetch_driver_rows
-from kickside_engine.store.sqlite_driver import Converter, bind_converter, converts_none
+from kickside_engine.store.sqlite_driver import (
+    Converter,
+    bind_converter,
+    converts_none,
+    sqlite_instant,
+)
 
 #: The job's fence columns in a settle row, before its new values.
 _FENCE = ("_id", "_node", "_token")
@@ -33,13 +40,35 @@ def updates_from_supported(conn: Connection) -> bool:
     return conn.dialect.dbapi.sqlite_version_info >= (3, 33, 0)  # type: ignore[union-attr, no-any-return]
 
 
-def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert ``rows`` (all with the same keys) into ``table`` in one statement."""
-    if not rows:
+def open_runs(
+    conn: Connection,
+    job: Table,
+    run: Table,
+    ids: Sequence[uuid.UUID],
+    *,
+    node: str,
+    code_version: str | None,
+    now: datetime,
+) -> None:
+    """Open a run row for each job of ``ids``, just claimed in this transaction, in that
+    order: its id, attempt, queue, worker and lease token read from the job row itself, with
+    ``node``, ``code_version``, ``now`` as its start and the time since the job was due.
+
+    The batch is only the ids: a document of every run column cost SQLite a JSON parse of
+    nine values per row and the turn's Python their conversion (4.5 µs a job for the
+    statement alone, 2.1 this way). The queue time is computed by SQLite's ``julianday``,
+    whose instants keep milliseconds, and rounded to the millisecond as PostgreSQL's claim
+    rounds it.
+    """
+    if not ids:
         return
-    columns = tuple(rows[0])
-    sql = _insert_sql(table, columns)
-    _run(conn, sql, _document(conn.dialect, table, columns, columns, rows))
+    params = {
+        "ids": _encode([i.hex for i in ids]),
+        "node": node,
+        "code_version": code_version,
+        "now": sqlite_instant(now),
+    }
+    fetch_driver_rows(conn, _open_runs_sql(job, run), params)
 
 
 def update_runs(conn: Connection, run: Table, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -113,10 +142,16 @@ def _values(columns: Sequence[str]) -> str:
 
 
 @lru_cache(maxsize=16)
-def _insert_sql(table: Table, columns: tuple[str, ...]) -> str:
-    names = ", ".join(f'"{c}"' for c in columns)
-    picks = ", ".join(f'v."{c}"' for c in columns)
-    return f'INSERT INTO "{table.name}" ({names}) SELECT {picks} FROM {_values(columns)} AS v'
+def _open_runs_sql(job: Table, run: Table) -> str:
+    return (
+        f'INSERT INTO "{run.name}" (job_id, attempt, queue, worker, node, lease_token, '
+        "code_version, queue_ms, started_at) "
+        "SELECT j.id, j.attempt, j.queue, j.worker, :node, j.lease_token, :code_version, "
+        # julianday keeps milliseconds, in a double: rounded, not truncated (1499.99...).
+        "max(0, CAST(round((julianday(:now) - julianday(j.scheduled_at)) * 86400000) AS INTEGER)), "
+        # CROSS JOIN: the ids are the outer loop (in their order), each job found by id.
+        f':now FROM json_each(:ids) AS v CROSS JOIN "{job.name}" AS j ON j.id = v.value'
+    )
 
 
 @lru_cache(maxsize=16)

@@ -25,7 +25,7 @@ from kickside_engine.store import settle as settle_module
 from kickside_engine.store.claim_statement import claim_statement, token_prefix
 from kickside_engine.store.claims import start_runs
 from kickside_engine.store.settle import settle, settle_batch
-from kickside_engine.store.sqlite_batches import _job_update_sql, _run_update_sql, insert_rows
+from kickside_engine.store.sqlite_batches import _job_update_sql, _run_update_sql
 from kickside_engine.store.sqlite_driver import (
     bind_converter,
     driver_statement,
@@ -156,17 +156,21 @@ def test_sqlite_converters_equal_the_types_processors(column: sa.Column[Any]) ->
         assert fast_read == read and type(fast_read) is type(read), value
 
 
-def test_a_row_the_database_refuses_raises_sqlalchemys_error_and_writes_nothing(
+def test_a_batch_of_runs_the_database_refuses_raises_sqlalchemys_error_and_writes_nothing(
     db: Database,
 ) -> None:
     JobBuilder("noop", {}).insert(db, now=NOW)
-    (claimed,) = claim(db, queue="default", node="n1", now=NOW)
-    orphan = replace(claimed, job=replace(claimed.job, id=uuid.uuid4()))  # no such job
+    JobBuilder("noop", {}).insert(db, now=NOW)
+    first, second = claim(db, queue="default", node="n1", limit=2, now=NOW)
+    run = db.tables.job_run
+    with db.begin() as conn:  # the first job's run is gone: opening it again is allowed
+        conn.execute(sa.delete(run).where(run.c.lease_token == first.lease_token))
     with pytest.raises(sa.exc.IntegrityError), db.begin() as conn:
-        start_runs(db, conn, [claimed, orphan], now=NOW, code_version=None)
+        # The second job's run is open already: its lease token is taken.
+        start_runs(db, conn, [first, second], now=NOW, code_version=None)
     with db.read() as conn:
-        runs = conn.execute(sa.select(sa.func.count()).select_from(db.tables.job_run)).scalar()
-    assert runs == 1  # the claim's own run; the refused batch left nothing
+        tokens = conn.execute(sa.select(run.c.lease_token)).scalars().all()
+    assert tokens == [second.lease_token]  # the refused batch left nothing
 
 
 @pytest.mark.parametrize("by_worker", [False, True], ids=["any-worker", "by-worker"])
@@ -200,33 +204,31 @@ def test_a_sqlite_claim_updates_its_jobs_by_primary_key_not_the_backlog(
     assert any("ix_kickside_job_fetch (state=? AND queue=?)" in line for line in plan), plan
 
 
-def test_a_batch_of_runs_inserted_in_one_statement_stores_what_sqlalchemy_stores(
+def test_a_claims_runs_carry_its_jobs_node_code_version_start_and_queue_time(
     db: Database,
 ) -> None:
-    if not db.is_sqlite:
-        pytest.skip("PostgreSQL's claim opens its runs in its own statement")
-    JobBuilder("noop", {}).insert(db, now=NOW)
-    (claimed,) = claim(db, queue="default", node="n1", now=NOW)
-    row = {
-        "job_id": claimed.job.id,
-        "attempt": 7,
-        "queue": "ünï ' q",
-        "worker": "w",
-        "node": "n2",
-        "code_version": None,
-        "queue_ms": 2**40,
-        "started_at": NOW.replace(microsecond=0),
-    }
-    tokens = [uuid.uuid4(), uuid.uuid4()]
-    with db.begin() as conn:
-        insert_rows(conn, db.tables.job_run, [{**row, "lease_token": tokens[0]}])
-        conn.execute(sa.insert(db.tables.job_run), [{**row, "lease_token": tokens[1]}])
+    """The run rows a claim opens (on SQLite read from the claimed job rows in one
+    statement; on PostgreSQL in the claim's own): each job's id, attempt, queue, worker and
+    lease token, the claiming node and code version, the claim's time as the start and the
+    milliseconds since the job was due."""
+    due = NOW.replace(microsecond=250_000)
+    for n in range(3):
+        JobBuilder("noop", {}).queue("mail.eu-west/1").insert(db, now=due + timedelta(seconds=n))
+    at = due + timedelta(seconds=2, milliseconds=500)
+    claimed = claim(db, queue="mail.eu-west/1", node="n ' 2", limit=3, now=at, code_version="v'1")
+    assert len(claimed) == 3
     run = db.tables.job_run
-    stored = _rows(db, run, run.c.lease_token, tokens)
-    for one in stored:
-        one.pop("id")
-        one.pop("lease_token")
-    assert len(stored) == 2 and stored[0] == stored[1]
+    with db.read() as conn:
+        rows = {r["job_id"]: r for r in conn.execute(sa.select(run)).mappings()}
+    assert sorted(rows) == sorted(c.job.id for c in claimed)
+    for c in claimed:
+        r = rows[c.job.id]
+        assert r["attempt"] == c.job.attempt == 1
+        assert (r["queue"], r["worker"], r["node"]) == ("mail.eu-west/1", "noop", "n ' 2")
+        assert r["lease_token"] == c.lease_token
+        assert r["code_version"] == "v'1" and r["started_at"] == at
+        assert r["finished_at"] is None and r["outcome"] is None
+    assert [rows[c.job.id]["queue_ms"] for c in claimed] == [2500, 1500, 500]
 
 
 @pytest.mark.parametrize("analysed", [False, True], ids=["fresh", "analysed"])
