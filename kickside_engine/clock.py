@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+#: 1970-01-01 UTC, the origin of Unix time (instants on the wire, rate windows, UUIDv7s).
+UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
 
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC."""

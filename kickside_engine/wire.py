@@ -18,6 +18,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kickside_engine.clock import UNIX_EPOCH
 from kickside_engine.ids import uuid_from_int
 from kickside_engine.lifecycle import ExecutionResult, ResultKind
 from kickside_engine.models import (
@@ -30,7 +31,6 @@ from kickside_engine.models import (
     job_from_values,
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _ZERO = timedelta(0)
 _RESULT_KINDS = {k.value: k for k in ResultKind}
@@ -39,14 +39,14 @@ _RESULT_KINDS = {k.value: k for k in ResultKind}
 def pack_instant(value: datetime | None) -> int | datetime | None:
     """A UTC-aware datetime as integer microseconds since the epoch; anything else as is."""
     if value is not None and value.tzinfo is not None and value.utcoffset() == _ZERO:
-        return (value - _EPOCH) // _MICROSECOND
+        return (value - UNIX_EPOCH) // _MICROSECOND
     return value
 
 
 def unpack_instant(value: Any) -> Any:
     """The inverse of :func:`pack_instant` (the datetime comes back with ``tzinfo=UTC``)."""
     if type(value) is int:
-        return _EPOCH + timedelta(0, 0, value)  # positional: a third cheaper than by keyword
+        return UNIX_EPOCH + timedelta(0, 0, value)  # positional: a third cheaper than by keyword
     return value
 
 
@@ -68,7 +68,7 @@ def _unpacked(value: Any, memo: dict[Any, Any]) -> Any:
         return value
     made = memo.get(value)
     if made is None:
-        made = memo[value] = _EPOCH + timedelta(0, 0, value)
+        made = memo[value] = UNIX_EPOCH + timedelta(0, 0, value)
     return made
 
 

@@ -12,7 +12,7 @@ per schema and shape (building costs more than running) and run by
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -33,6 +33,7 @@ from sqlalchemy import (
     update,
 )
 
+from kickside_engine.clock import UNIX_EPOCH
 from kickside_engine.models import JobState
 from kickside_engine.store.tables import Tables
 from kickside_engine.store.types import UTCDateTime
@@ -68,13 +69,12 @@ def token_prefix(now: datetime, dialect: str) -> str:
     """The head of the lease tokens a claim at ``now`` hands out: the 48-bit Unix millisecond
     and the version digit 7 of a UUIDv7 (RFC 9562), as :func:`fresh_token_sql` joins it to
     the random rest (PostgreSQL's with the text form's dashes)."""
-    ms = f"{(now - _EPOCH) // _MILLISECOND:012x}"
+    ms = f"{(now - UNIX_EPOCH) // _MILLISECOND:012x}"
     if dialect == "postgresql":
         return f"{ms[:8]}-{ms[8:]}-7"
     return f"{ms}7"
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
+from kickside_engine.clock import UNIX_EPOCH
 from kickside_engine.errors import InvalidArgumentError
 from kickside_engine.store.database import Database
 
@@ -34,7 +35,6 @@ UNIT_WORDS = {1: "second", 60: "minute", 3600: "hour"}
 #: The key of a group's own counter (concurrency keys are never empty).
 GROUP_KEY = ""
 _RATE = re.compile(r"(\d{1,9})/(s|min|h)")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,8 @@ class Rate:
 
     def window_at(self, now: datetime) -> tuple[datetime, datetime]:
         """The window holding ``now``: its start (included) and end (excluded)."""
-        elapsed = int((now - _EPOCH).total_seconds())
-        start = _EPOCH + timedelta(seconds=elapsed - elapsed % self.window_seconds)
+        elapsed = int((now - UNIX_EPOCH).total_seconds())
+        start = UNIX_EPOCH + timedelta(seconds=elapsed - elapsed % self.window_seconds)
         return start, start + timedelta(seconds=self.window_seconds)
 
 
