@@ -208,6 +208,7 @@ def enqueue_statement(db: Database) -> str:
     as constants: ``gen_random_uuid()`` for the id (Kickside's own ids are UUIDv7, made by the
     client) and ``now()`` for the timestamps. One line, as pgbench reads it."""
     statement, params = _noop_enqueue(db)
+    assert isinstance(params, dict)  # PostgreSQL's are named
     constants = {name: _literal(value) for name, value in params.items()}
     constants["p_id"] = "gen_random_uuid()"
     for name in ("p_inserted_at", "p_scheduled_at", "p_updated_at"):
@@ -219,7 +220,7 @@ def enqueue_statement(db: Database) -> str:
     return " ".join(statement.split())
 
 
-def _noop_enqueue(db: Database) -> tuple[str, dict[str, Any]]:
+def _noop_enqueue(db: Database) -> tuple[str, dict[str, Any] | list[Any]]:
     """The statement and parameters ``JobBuilder("noop", {}).insert(db)`` sends to the driver,
     built as the engine builds them (private on purpose: the harness measures that exact
     statement), with a fresh id and the time now."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import DBAPIError, OperationalError, StatementError
@@ -34,7 +34,7 @@ def driver_error(
     engine: Engine,
     exc: Exception,
     sql: str | None,
-    params: Mapping[str, Any] | None,
+    params: Mapping[str, Any] | Sequence[Any] | None,
     *,
     invalidated: bool,
 ) -> StatementError:

@@ -20,7 +20,7 @@ from kickside_engine.models import Inserted, JobState
 from kickside_engine.store.copy_text import encode_json
 from kickside_engine.store.database import Database
 from kickside_engine.store.notify import channel_name, notify_in_transaction
-from kickside_engine.store.sqlite_driver import driver_statement as sqlite_driver_statement
+from kickside_engine.store.sqlite_driver import positional_statement
 from kickside_engine.store.tables import Tables
 
 #: Rows from which a bulk insert on PostgreSQL streams with COPY instead of INSERT.
@@ -51,17 +51,20 @@ def insert_job_autocommit(db: Database, row: dict[str, Any]) -> None:
     db.execute_autocommit(*single_insert_statement(db, row))
 
 
-def single_insert_statement(db: Database, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def single_insert_statement(
+    db: Database, row: dict[str, Any]
+) -> tuple[str, dict[str, Any] | list[Any]]:
     """The driver-level statement and parameters :func:`insert_job_autocommit` sends for
-    ``row``: on PostgreSQL the INSERT with its NOTIFY (psycopg's style), on SQLite the plain
-    INSERT (sqlite3's style), the values converted as the columns' types convert them."""
+    ``row``: on PostgreSQL the INSERT with its NOTIFY (psycopg's named style), on SQLite the
+    plain INSERT with ``?`` parameters in the row's order, the values converted as the
+    columns' types convert them."""
     if db.is_postgresql:
         return _insert_and_notify_sql(db, tuple(row)), _insert_params(db, row)
     keys = tuple(row)
-    insert_row = sqlite_driver_statement(_sqlite_insert(db.tables, keys), db.engine.dialect)
-    return insert_row.sql, insert_row.params(
-        dict(zip(_param_names(keys), row.values(), strict=True))
+    insert_row = positional_statement(
+        _sqlite_insert(db.tables, keys), db.engine.dialect, _param_names(keys)
     )
+    return insert_row.sql, insert_row.params(row.values())
 
 
 def insert_job(db: Database, conn: Connection, row: dict[str, Any]) -> Inserted:

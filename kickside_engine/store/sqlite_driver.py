@@ -82,6 +82,47 @@ def driver_statement(stmt: Any, dialect: Dialect) -> DriverStatement:
     return replace(unconverted, constants=unconverted.params(constants))
 
 
+#: SQLite's dialect rendering ``?`` parameters, in the order :class:`PositionalStatement` fills.
+QMARK_SQLITE = sqlite.dialect(paramstyle="qmark")
+
+
+@dataclass(frozen=True)
+class PositionalStatement:
+    """A compiled statement for sqlite3 whose ``?`` parameters take a row's values in a fixed
+    order, each converted as :class:`DriverStatement` converts it: one row sent with the
+    least work in Python (a single enqueue's INSERT)."""
+
+    sql: str
+    converters: tuple[Converter | None, ...]
+    #: Per position: whether the type stores None as something else (a JSON ``null``).
+    converts_none: tuple[bool, ...]
+
+    def params(self, values: Iterable[Any]) -> list[Any]:
+        """The driver's parameters for ``values``, in the statement's order."""
+        pairs = zip(values, self.converters, self.converts_none, strict=True)
+        return [
+            value if convert is None or (value is None and not none) else convert(value)
+            for value, convert, none in pairs
+        ]
+
+
+@lru_cache(maxsize=32)
+def positional_statement(
+    stmt: Any, dialect: Dialect, names: tuple[str, ...]
+) -> PositionalStatement:
+    """``stmt`` (cached, every parameter a required bind) for sqlite3 with ``?`` parameters,
+    taking the values of the binds ``names`` in that order."""
+    compiled = stmt.compile(dialect=QMARK_SQLITE)
+    if tuple(compiled.positiontup or ()) != names:
+        raise ValueError(f"the statement's parameters are {compiled.positiontup}, not {names}")
+    binds = {name: bind for bind, name in compiled.bind_names.items()}
+    return PositionalStatement(
+        str(compiled),
+        tuple(bind_converter(binds[name].type, dialect) for name in names),
+        tuple(converts_none(binds[name].type, dialect) for name in names),
+    )
+
+
 def converts_none(type_: Any, dialect: Dialect) -> bool:
     """Whether ``type_`` stores None as something else than NULL (a JSON ``null``)."""
     process = type_.dialect_impl(dialect).bind_processor(dialect)

@@ -398,3 +398,68 @@ def test_a_sqlite_file_locked_past_the_busy_timeout_is_database_unavailable(
     assert caught.value.exit_code == 5
     enqueue(db, JobBuilder("noop", {}))  # the lock is free: the same call succeeds
     db.dispose()
+
+
+def _noop_count(db: Database) -> int:
+    with db.read() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(db.tables.job)).scalar_one())
+
+
+def test_single_enqueues_of_an_owned_handle_survive_errors_racing_threads_and_dispose(
+    target: Target,
+) -> None:
+    """A handle Kickside opened keeps one connection for single enqueues on SQLite: threads
+    that find it busy use the pool, a refused statement gives it back, and ``dispose`` returns
+    it (a handle disposed is usable again)."""
+    db = target.open()
+    migrate.upgrade(db)
+    JobBuilder("noop", {}).insert(db)
+    with pytest.raises(sa.exc.DBAPIError):
+        db.execute_autocommit("INSERT INTO kickside_no_such_table VALUES (1)", {})
+    failures: list[BaseException] = []
+
+    def enqueue_many() -> None:
+        try:
+            for _ in range(100):
+                JobBuilder("noop", {}).insert(db)
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=enqueue_many) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert _noop_count(db) == 801
+    disposing = threading.Thread(target=db.dispose)
+    disposing.start()
+    disposing.join(10)
+    assert not disposing.is_alive(), "dispose waited for a connection nobody gave back"
+    JobBuilder("noop", {}).insert(db)
+    assert _noop_count(db) == 802
+    db.dispose()
+
+
+def _enqueue_in_child(db: Database, jobs: int) -> None:
+    for _ in range(jobs):
+        JobBuilder("noop", {}).insert(db)
+
+
+def test_a_forked_child_enqueues_beside_its_parent_on_the_same_handle(target: Target) -> None:
+    """A process forked after its parent enqueued through a handle enqueues through that
+    handle too, on a connection of its own, and the parent goes on after it."""
+    import multiprocessing
+
+    db = target.open()
+    migrate.upgrade(db)
+    JobBuilder("noop", {}).insert(db)
+    db.engine.dispose(close=False)  # SQLAlchemy's rule for a pool crossing a fork
+    child = multiprocessing.get_context("fork").Process(target=_enqueue_in_child, args=(db, 50))
+    child.start()
+    _enqueue_in_child(db, 50)
+    child.join(60)
+    assert child.exitcode == 0
+    _enqueue_in_child(db, 10)
+    assert _noop_count(db) == 111
+    db.dispose()
