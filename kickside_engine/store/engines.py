@@ -97,7 +97,14 @@ def _create_sqlite_engine(url: URL) -> Engine:
     """A SQLite engine whose connections use WAL, a busy timeout, foreign keys and the chosen
     synchronous mode, and whose write transactions take the write lock up front."""
     engine = create_engine(
-        without_synchronous(url), connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        without_synchronous(url),
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        # The connection returned last is handed out next. A SQLite connection drops its page
+        # cache when it finds that another connection wrote since its last transaction, so
+        # work done one transaction after another (a pool's turns, a loop of enqueues) kept
+        # re-reading the pages it had just written when the pool handed out its connections
+        # in turn.
+        pool_use_lifo=True,
     )
     tune_sqlite_engine(engine, synchronous_mode(url))
     return engine
