@@ -442,6 +442,11 @@ def test_single_enqueues_of_an_owned_handle_survive_errors_racing_threads_and_di
 
 
 def _enqueue_in_child(db: Database, jobs: int) -> None:
+    db.engine.dispose(close=False)  # SQLAlchemy's rule for a pool crossing a fork
+    _enqueue(db, jobs)
+
+
+def _enqueue(db: Database, jobs: int) -> None:
     for _ in range(jobs):
         JobBuilder("noop", {}).insert(db)
 
@@ -454,12 +459,11 @@ def test_a_forked_child_enqueues_beside_its_parent_on_the_same_handle(target: Ta
     db = target.open()
     migrate.upgrade(db)
     JobBuilder("noop", {}).insert(db)
-    db.engine.dispose(close=False)  # SQLAlchemy's rule for a pool crossing a fork
     child = multiprocessing.get_context("fork").Process(target=_enqueue_in_child, args=(db, 50))
     child.start()
-    _enqueue_in_child(db, 50)
+    _enqueue(db, 50)
     child.join(60)
     assert child.exitcode == 0
-    _enqueue_in_child(db, 10)
+    _enqueue(db, 10)
     assert _noop_count(db) == 111
     db.dispose()
