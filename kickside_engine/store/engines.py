@@ -43,6 +43,7 @@ def create_owned_engine(config: DatabaseConfig, *, pool_size: int, create: bool)
             pool_size=pool_size,
             max_overflow=pool_size,
             pool_recycle=1800,
+            pool_use_lifo=True,
             connect_args={"connect_timeout": 10, "application_name": "kickside"},
         )
     except (NoSuchModuleError, ModuleNotFoundError):  # an unknown driver, or psycopg missing
