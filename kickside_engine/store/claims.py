@@ -216,12 +216,22 @@ def start_runs(
             "node": c.node,
             "lease_token": c.lease_token,
             "code_version": code_version,
-            "queue_ms": max(0, int((now - c.job.scheduled_at) / timedelta(milliseconds=1))),
+            "queue_ms": queue_ms(now, c.job.scheduled_at),
             "started_at": now,
         }
         for c in claimed
     ]
     conn.execute(insert(db.tables.job_run), rows)
+
+
+def queue_ms(started_at: datetime, scheduled_at: datetime) -> int:
+    """A run's milliseconds in the queue, rounded half up as the claim statements round them
+    (PostgreSQL's cast to ``bigint``, SQLite's ``round``), and never below zero."""
+    microseconds = (started_at - scheduled_at) // _MICROSECOND
+    return max(0, (microseconds + 500) // 1000)
+
+
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def restamp_run(db: Database, lease_token: uuid.UUID, code_version: str | None) -> None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kickside_engine import (
@@ -427,3 +428,37 @@ def test_a_missing_async_driver_names_its_extra(
     message = str(refused.value)
     assert f"needs {module}, which the {extra} extra installs" in message
     assert f"pip install 'kickside[{extra}]'" in message and "secret" not in message
+
+
+async def test_a_claim_on_an_async_connection_opens_the_runs_a_sync_claim_opens(
+    db: Database, adb: AsyncDatabase
+) -> None:
+    """The run rows of a claim made on the async engine's connection (aiosqlite on SQLite,
+    where the rows are built in Python) carry what the sync claim's carry: the queue time
+    rounded half up to the millisecond, as both claim statements round it."""
+    from kickside_engine.store.claims import claim_jobs
+
+    due = NOW.replace(microsecond=250_000)
+    # Claimed 0.499 ms and 1,499.6 ms after the job was due.
+    waits = [timedelta(microseconds=499), timedelta(milliseconds=1_499, microseconds=600)]
+    for wait in waits:
+        for queue in ("sync", "async"):
+            JobBuilder("noop", {}).queue(queue).insert(db, now=due)
+
+            def claim_one(conn: Any, queue: str = queue, at: datetime = due + wait) -> Any:
+                return claim_jobs(db, conn, queue=queue, node="n", limit=1, now=at)
+
+            if queue == "sync":
+                with db.begin() as conn:
+                    assert claim_one(conn)
+            else:
+                assert await adb.run(claim_one)
+    run = db.tables.job_run
+    runs: dict[str, list[int]] = {}
+    with db.read() as conn:
+        for queue in ("sync", "async"):
+            rows = conn.execute(
+                sa.select(run.c.queue_ms).where(run.c.queue == queue).order_by(run.c.started_at)
+            )
+            runs[queue] = list(rows.scalars())
+    assert runs == {"sync": [0, 1_500], "async": [0, 1_500]}
