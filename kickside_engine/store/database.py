@@ -226,11 +226,11 @@ class Database:
         pre-ping and checkout/checkin events apply; the engine's execution events
         (``before_cursor_execute``, ``handle_error``) and its ``echo`` log do not see the
         statement. On a SQLite file whose engine this handle created, one pooled connection is
-        kept checked out between calls for them (a checkout and return cost a sixth of a single
-        enqueue's time); a call while another thread uses it takes one from the pool as usual,
-        and :meth:`dispose` returns it. Driver errors are wrapped in SQLAlchemy's exceptions and
-        translated as in :meth:`autocommit`; the connection goes back to the pool in the mode
-        it came in, or is discarded when its state is unknown.
+        kept checked out for them (a checkout and return cost a sixth of a single enqueue's
+        time); a call while another thread uses it takes one from the pool as usual, and
+        :meth:`dispose` (or the engine's) closes it. Driver errors are wrapped in SQLAlchemy's
+        exceptions and translated as in :meth:`autocommit`; the connection goes back to the
+        pool in the mode it came in, or is discarded when its state is unknown.
         """
         if self.engine.dialect.is_async:
             raise ConfigurationError("execute_autocommit needs a synchronous engine")
