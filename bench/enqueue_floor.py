@@ -86,13 +86,19 @@ def _without_rowid(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA foreign_keys=ON")
 
 
+def _connect(path: str) -> sqlite3.Connection:
+    """A sqlite3 connection in autocommit mode, WAL, ``synchronous=NORMAL``."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
 def prepare(variant: str, url: str, rows: int) -> tuple[sqlite3.Connection, Rows]:
     """A connection on a fresh file set up for ``variant``, and the rows to insert."""
     path = url.removeprefix("sqlite:///")
     if variant == "huey":
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        conn = _connect(path)
         for sql in HUEY_SCHEMA:
             conn.execute(sql)
         blob = os.urandom(HUEY_BLOB_BYTES)
@@ -102,9 +108,7 @@ def prepare(variant: str, url: str, rows: int) -> tuple[sqlite3.Connection, Rows
         built = _kickside_rows(db, rows)
     finally:
         db.dispose()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn = _connect(path)
     conn.execute("PRAGMA foreign_keys=ON")
     if variant in ("claim_only", "without_rowid"):
         for name in DASHBOARD_INDEXES:

@@ -248,13 +248,11 @@ class Database:
         with translate_errors(self):
             try:
                 raw = kept.connection() if kept is not None else self.engine.raw_connection()
-            except dbapi_error as exc:
+            except BaseException as exc:
                 if kept is not None:
                     kept.give_back()
-                raise wrapped(exc, None, dialect.is_disconnect(exc, None, None)) from exc
-            except BaseException:
-                if kept is not None:
-                    kept.give_back()
+                if isinstance(exc, dbapi_error):
+                    raise wrapped(exc, None, dialect.is_disconnect(exc, None, None)) from exc
                 raise
             driver: Any = raw.driver_connection
             switch = self.is_postgresql and not driver.autocommit
@@ -311,9 +309,7 @@ class Database:
         wake-ups to other processes' pools (a later use opens each again)."""
         for callback in self._on_dispose:
             callback()
-        if self._kept_connection is not None:
-            self._kept_connection.close()
-        if self._owns_engine:
+        if self._owns_engine:  # the kept connection, if any, closes with its engine
             self.engine.dispose()
         if self.is_sqlite and (path := sqlite_path(self.engine.url)) is not None:
             close_senders(wake_folder(path))
